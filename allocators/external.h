@@ -1,0 +1,20 @@
+/* external.h - loading a user's allocator from a shared library. */
+#ifndef CMB_EXTERNAL_H
+#define CMB_EXTERNAL_H
+
+#include "cmb_allocator.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dlopens `path`, calls its cmb_plugin_allocator(CMB_ALLOCATOR_ABI_VERSION)
+ * and checks the table. 0, or -1 with a one-line reason. The library stays
+ * loaded for the life of the process. */
+int cmb_external_load(const char *path, const cmb_allocator_methods **out, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CMB_EXTERNAL_H */

@@ -1,0 +1,45 @@
+/* registry.c - the table of named allocators, in the order --list shows. */
+#include "registry.h"
+
+#include <string.h>
+
+extern const cmb_allocator_methods cmb_cuda_methods;
+extern const cmb_allocator_methods cmb_cuda_async_methods;
+extern const cmb_allocator_methods cmb_managed_methods;
+extern const cmb_allocator_methods cmb_cub_methods;
+
+static const cmb_allocator_entry entries[] = {
+    {"cuda", &cmb_cuda_methods, "", NULL},
+    {"cuda-async", &cmb_cuda_async_methods, "pool=default:release_threshold=0", NULL},
+    {"cuda-async-retain", &cmb_cuda_async_methods, "pool=own:release_threshold=max",
+     "cudaMallocAsync on its own pool, release threshold UINT64_MAX (RMM's cuda_async default)"},
+    {"managed", &cmb_managed_methods, "", NULL},
+    {"cub", &cmb_cub_methods, "", NULL},
+    {"cub-1g", &cmb_cub_methods, "bin_growth=8:min_bin=3:max_bin=10:max_cached_bytes=unlimited",
+     "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit"},
+};
+
+size_t cmb_allocator_count(void)
+{
+    return sizeof entries / sizeof entries[0];
+}
+
+const cmb_allocator_entry *cmb_allocator_at(size_t i)
+{
+    return i < cmb_allocator_count() ? &entries[i] : NULL;
+}
+
+const cmb_allocator_entry *cmb_allocator_find(const char *name)
+{
+    for (size_t i = 0; i < cmb_allocator_count(); i++)
+        if (!strcmp(entries[i].name, name))
+            return &entries[i];
+    return NULL;
+}
+
+const char *cmb_allocator_sim_skip_reason(const cmb_allocator_methods *m)
+{
+    if (m->flags & CMB_ALLOC_NEEDS_GPU)
+        return "needs a GPU: it allocates through the CUDA driver, not through an upstream";
+    return NULL;
+}

@@ -1,0 +1,34 @@
+/* registry.h - the allocators the suite knows by name.
+ *
+ * An entry is a method table plus default options, so a variant such as
+ * "cub-1g" (CUB with bins up to 1 GiB) is the same table configured
+ * differently. Users' own allocators come in as "external:/path/lib.so".
+ */
+#ifndef CMB_REGISTRY_H
+#define CMB_REGISTRY_H
+
+#include "cmb_allocator.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cmb_allocator_entry {
+    const char *name;
+    const cmb_allocator_methods *methods;
+    const char *default_options; /* "key=value:key=value", or "" */
+    const char *summary;         /* overrides methods->summary when set */
+} cmb_allocator_entry;
+
+size_t cmb_allocator_count(void);
+const cmb_allocator_entry *cmb_allocator_at(size_t i);
+const cmb_allocator_entry *cmb_allocator_find(const char *name);
+
+/* Why an allocator cannot run in sim mode, or NULL when it can. */
+const char *cmb_allocator_sim_skip_reason(const cmb_allocator_methods *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CMB_REGISTRY_H */

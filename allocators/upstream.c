@@ -1,0 +1,484 @@
+/* upstream.c - the accounting layer every upstream goes through.
+ *
+ * It keeps held-byte statistics, validates every call (a free of a pointer
+ * the upstream never gave out, a size that does not match, a map over a
+ * mapped page: each is refused and counted as misuse, so a policy bug shows
+ * up in tests instead of corrupting the run), injects faults, and on close
+ * returns whatever is still held, reporting it as leaked.
+ */
+#include "upstream.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/cmb_hashmap.h"
+#include "../common/cmb_rng.h"
+
+/* --- private state --------------------------------------------------------- */
+
+typedef struct reservation {
+    uintptr_t va;
+    size_t size;
+    uint8_t *mapped; /* one bit per granularity page */
+    size_t mapped_pages;
+} reservation;
+
+typedef struct upstream_impl {
+    const _cmb_backend *be;
+    void *be_state;
+    cmb_upstream_config cfg;
+    cmb_rng fault_rng;
+    uint64_t requests;
+    cmb_hashmap live; /* ptr -> size of alloc() results */
+    reservation *res;
+    size_t n_res, cap_res;
+    uint64_t misuse;
+    char last_misuse[192];
+} upstream_impl;
+
+static inline upstream_impl *impl_of(const cmb_upstream *u)
+{
+    return (upstream_impl *)u->impl;
+}
+
+static cmb_status misuse(cmb_upstream *u, const char *fmt, ...)
+{
+    upstream_impl *im = impl_of(u);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(im->last_misuse, sizeof im->last_misuse, fmt, ap);
+    va_end(ap);
+    im->misuse++;
+    return CMB_ERR_INVALID;
+}
+
+/* --- configuration ----------------------------------------------------------- */
+
+void cmb_upstream_config_default(cmb_upstream_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = CMB_UPSTREAM_SIM;
+    cfg->sim_capacity = 80ull << 30;
+    cfg->sim_alignment = 512;
+    cfg->sim_granularity = 2ull << 20;
+    cfg->fault.seed = 1;
+}
+
+const char *cmb_upstream_kind_name(cmb_upstream_kind kind)
+{
+    switch (kind) {
+    case CMB_UPSTREAM_SIM: return "sim";
+    case CMB_UPSTREAM_CUDA: return "cuda";
+    case CMB_UPSTREAM_VMM: return "vmm";
+    }
+    return "?";
+}
+
+int cmb_upstream_kind_parse(const char *name, cmb_upstream_kind *kind)
+{
+    for (int k = CMB_UPSTREAM_SIM; k <= CMB_UPSTREAM_VMM; k++) {
+        if (!strcmp(name, cmb_upstream_kind_name((cmb_upstream_kind)k))) {
+            *kind = (cmb_upstream_kind)k;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* --- fault injection --------------------------------------------------------- */
+
+/* Called for every request that takes memory; returns non-zero to fail it. */
+static int inject_fault(cmb_upstream *u, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    const cmb_fault_spec *f = &im->cfg.fault;
+    uint64_t n = ++im->requests;
+    int fail = 0;
+    if (f->fail_nth && n == f->fail_nth)
+        fail = 1;
+    if (f->fail_every && n % f->fail_every == 0)
+        fail = 1;
+    if (f->fail_prob > 0 && cmb_rng_uniform(&im->fault_rng) < f->fail_prob)
+        fail = 1;
+    if (f->cap_bytes && (uint64_t)u->stats.held_current + size > f->cap_bytes)
+        fail = 1;
+    if (fail) {
+        u->stats.failed_calls++;
+        u->stats.injected_faults++;
+    }
+    return fail;
+}
+
+static void held_add(cmb_upstream *u, size_t size)
+{
+    u->stats.held_current += (int64_t)size;
+    u->stats.held_total += (int64_t)size;
+    if (u->stats.held_current > u->stats.held_peak)
+        u->stats.held_peak = u->stats.held_current;
+    u->stats.alloc_calls++;
+}
+
+static void held_sub(cmb_upstream *u, size_t size)
+{
+    u->stats.held_current -= (int64_t)size;
+    u->stats.free_calls++;
+}
+
+/* --- plain allocations ---------------------------------------------------------- */
+
+static cmb_status acct_alloc(cmb_upstream *u, size_t size, cmb_stream s, void **ptr)
+{
+    upstream_impl *im = impl_of(u);
+    if (size == 0 || !ptr)
+        return CMB_ERR_INVALID;
+    if (inject_fault(u, size))
+        return CMB_ERR_OOM;
+    cmb_status st = im->be->alloc(im->be_state, size, s, ptr);
+    if (st != CMB_OK) {
+        u->stats.failed_calls++;
+        return st;
+    }
+    if (cmb_hashmap_put(&im->live, (uint64_t)(uintptr_t)*ptr, size)) {
+        im->be->free(im->be_state, *ptr, size, s);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    held_add(u, size);
+    return CMB_OK;
+}
+
+static cmb_status acct_free(cmb_upstream *u, void *ptr, size_t size, cmb_stream s)
+{
+    upstream_impl *im = impl_of(u);
+    uint64_t known;
+    if (!cmb_hashmap_get(&im->live, (uint64_t)(uintptr_t)ptr, &known))
+        return misuse(u, "free of %p, which this upstream did not allocate", ptr);
+    if (known != size)
+        return misuse(u, "free of %p with size %zu; it was allocated with %llu", ptr, size,
+                      (unsigned long long)known);
+    cmb_status st = im->be->free(im->be_state, ptr, size, s);
+    if (st != CMB_OK)
+        return st;
+    cmb_hashmap_remove(&im->live, (uint64_t)(uintptr_t)ptr, NULL);
+    held_sub(u, size);
+    return CMB_OK;
+}
+
+/* --- virtual memory --------------------------------------------------------------- */
+
+static reservation *find_reservation(upstream_impl *im, uintptr_t va, size_t size)
+{
+    for (size_t i = 0; i < im->n_res; i++) {
+        reservation *r = &im->res[i];
+        if (va >= r->va && va - r->va <= r->size && size <= r->size - (va - r->va))
+            return r;
+    }
+    return NULL;
+}
+
+static cmb_status acct_va_reserve(cmb_upstream *u, size_t size, void **va)
+{
+    upstream_impl *im = impl_of(u);
+    if (!im->be->va_reserve)
+        return CMB_ERR_UNSUPPORTED;
+    if (size == 0 || size % u->granularity)
+        return misuse(u, "va_reserve of %zu bytes, not a multiple of the granularity %zu", size,
+                      u->granularity);
+    if (im->n_res == im->cap_res) {
+        size_t cap = im->cap_res ? im->cap_res * 2 : 8;
+        reservation *grown = realloc(im->res, cap * sizeof *grown);
+        if (!grown)
+            return CMB_ERR_HOST_NOMEM;
+        im->res = grown;
+        im->cap_res = cap;
+    }
+    size_t pages = size / u->granularity;
+    uint8_t *bits = calloc((pages + 7) / 8, 1);
+    if (!bits)
+        return CMB_ERR_HOST_NOMEM;
+    cmb_status st = im->be->va_reserve(im->be_state, size, va);
+    if (st != CMB_OK) {
+        free(bits);
+        return st;
+    }
+    im->res[im->n_res++] = (reservation){(uintptr_t)*va, size, bits, 0};
+    return CMB_OK;
+}
+
+/* Checks a page range against the mapped bits: want=1 all mapped, 0 none. */
+static int pages_all(const reservation *r, size_t first, size_t count, int want)
+{
+    for (size_t p = first; p < first + count; p++)
+        if (((r->mapped[p / 8] >> (p % 8)) & 1) != want)
+            return 0;
+    return 1;
+}
+
+static void pages_set(reservation *r, size_t first, size_t count, int on)
+{
+    for (size_t p = first; p < first + count; p++) {
+        if (on)
+            r->mapped[p / 8] |= (uint8_t)(1u << (p % 8));
+        else
+            r->mapped[p / 8] &= (uint8_t)~(1u << (p % 8));
+    }
+    if (on)
+        r->mapped_pages += count;
+    else
+        r->mapped_pages -= count;
+}
+
+static cmb_status check_page_range(cmb_upstream *u, void *va, size_t size, reservation **out,
+                                   size_t *first)
+{
+    upstream_impl *im = impl_of(u);
+    uintptr_t a = (uintptr_t)va;
+    if (size == 0 || size % u->granularity || a % u->granularity)
+        return misuse(u, "page range %p+%zu is not aligned to %zu", va, size, u->granularity);
+    reservation *r = find_reservation(im, a, size);
+    if (!r)
+        return misuse(u, "page range %p+%zu lies outside every reservation", va, size);
+    *out = r;
+    *first = (a - r->va) / u->granularity;
+    return CMB_OK;
+}
+
+static cmb_status acct_map(cmb_upstream *u, void *va, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    reservation *r;
+    size_t first;
+    if (!im->be->map)
+        return CMB_ERR_UNSUPPORTED;
+    cmb_status st = check_page_range(u, va, size, &r, &first);
+    if (st != CMB_OK)
+        return st;
+    if (!pages_all(r, first, size / u->granularity, 0))
+        return misuse(u, "map of %p+%zu over pages already mapped", va, size);
+    if (inject_fault(u, size))
+        return CMB_ERR_OOM;
+    st = im->be->map(im->be_state, va, size);
+    if (st != CMB_OK) {
+        u->stats.failed_calls++;
+        return st;
+    }
+    pages_set(r, first, size / u->granularity, 1);
+    held_add(u, size);
+    return CMB_OK;
+}
+
+static cmb_status acct_unmap(cmb_upstream *u, void *va, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    reservation *r;
+    size_t first;
+    if (!im->be->unmap)
+        return CMB_ERR_UNSUPPORTED;
+    cmb_status st = check_page_range(u, va, size, &r, &first);
+    if (st != CMB_OK)
+        return st;
+    if (!pages_all(r, first, size / u->granularity, 1))
+        return misuse(u, "unmap of %p+%zu over pages not mapped", va, size);
+    st = im->be->unmap(im->be_state, va, size);
+    if (st != CMB_OK)
+        return st;
+    pages_set(r, first, size / u->granularity, 0);
+    held_sub(u, size);
+    return CMB_OK;
+}
+
+static void unmap_all_pages(cmb_upstream *u, reservation *r)
+{
+    upstream_impl *im = impl_of(u);
+    size_t pages = r->size / u->granularity;
+    for (size_t p = 0; p < pages && r->mapped_pages; p++) {
+        if (!pages_all(r, p, 1, 1))
+            continue;
+        void *va = (void *)(r->va + p * u->granularity);
+        if (im->be->unmap(im->be_state, va, u->granularity) == CMB_OK) {
+            pages_set(r, p, 1, 0);
+            held_sub(u, u->granularity);
+        } else {
+            break;
+        }
+    }
+}
+
+static cmb_status acct_va_release(cmb_upstream *u, void *va, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    if (!im->be->va_release)
+        return CMB_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < im->n_res; i++) {
+        reservation *r = &im->res[i];
+        if (r->va != (uintptr_t)va)
+            continue;
+        if (r->size != size)
+            return misuse(u, "va_release of %p with size %zu; reserved %zu", va, size, r->size);
+        if (r->mapped_pages) {
+            misuse(u, "va_release of %p with %zu pages still mapped", va, r->mapped_pages);
+            unmap_all_pages(u, r);
+        }
+        cmb_status st = im->be->va_release(im->be_state, va, size);
+        if (st != CMB_OK)
+            return st;
+        free(r->mapped);
+        im->res[i] = im->res[--im->n_res];
+        return CMB_OK;
+    }
+    return misuse(u, "va_release of %p, which is not a reservation", va);
+}
+
+/* --- events, streams and device information --------------------------------------- */
+
+static cmb_status acct_event_record(cmb_upstream *u, cmb_stream s, cmb_event *ev)
+{
+    return impl_of(u)->be->event_record(impl_of(u)->be_state, s, ev);
+}
+
+static cmb_status acct_event_query(cmb_upstream *u, cmb_event ev)
+{
+    return impl_of(u)->be->event_query(impl_of(u)->be_state, ev);
+}
+
+static cmb_status acct_event_destroy(cmb_upstream *u, cmb_event ev)
+{
+    return impl_of(u)->be->event_destroy(impl_of(u)->be_state, ev);
+}
+
+static cmb_status acct_stream_sync(cmb_upstream *u, cmb_stream s)
+{
+    return impl_of(u)->be->stream_sync(impl_of(u)->be_state, s);
+}
+
+static cmb_status acct_mem_info(cmb_upstream *u, size_t *free_bytes, size_t *total_bytes)
+{
+    upstream_impl *im = impl_of(u);
+    size_t f, t;
+    cmb_status st = im->be->mem_info(im->be_state, &f, &t);
+    if (st != CMB_OK)
+        return st;
+    uint64_t cap = im->cfg.fault.cap_bytes;
+    if (cap) {
+        uint64_t room = cap > (uint64_t)u->stats.held_current ? cap - (uint64_t)u->stats.held_current : 0;
+        if (t > cap)
+            t = (size_t)cap;
+        if (f > room)
+            f = (size_t)room;
+    }
+    *free_bytes = f;
+    *total_bytes = t;
+    return CMB_OK;
+}
+
+static const cmb_upstream_ops accounting_ops = {
+    .alloc = acct_alloc,
+    .free = acct_free,
+    .va_reserve = acct_va_reserve,
+    .va_release = acct_va_release,
+    .map = acct_map,
+    .unmap = acct_unmap,
+    .event_record = acct_event_record,
+    .event_query = acct_event_query,
+    .event_destroy = acct_event_destroy,
+    .stream_sync = acct_stream_sync,
+    .mem_info = acct_mem_info,
+};
+
+/* --- open and close ------------------------------------------------------------------ */
+
+static const _cmb_backend *backend_for(cmb_upstream_kind kind)
+{
+    switch (kind) {
+    case CMB_UPSTREAM_SIM: return &_cmb_backend_sim;
+    case CMB_UPSTREAM_CUDA: return &_cmb_backend_cuda;
+    case CMB_UPSTREAM_VMM: return &_cmb_backend_vmm;
+    }
+    return NULL;
+}
+
+cmb_status cmb_upstream_open(const cmb_upstream_config *cfg, cmb_upstream **out, char *err, size_t errlen)
+{
+    const _cmb_backend *be = backend_for(cfg->kind);
+    cmb_upstream *u = calloc(1, sizeof *u);
+    upstream_impl *im = calloc(1, sizeof *im);
+    cmb_status st = CMB_ERR_HOST_NOMEM;
+
+    if (!be) {
+        snprintf(err, errlen, "unknown upstream kind %d", (int)cfg->kind);
+        st = CMB_ERR_INVALID;
+        goto out_free;
+    }
+    if (!u || !im || cmb_hashmap_init(&im->live, 1024)) {
+        snprintf(err, errlen, "host out of memory opening the %s upstream", be->name);
+        goto out_free;
+    }
+    im->be = be;
+    im->cfg = *cfg;
+    cmb_rng_seed(&im->fault_rng, cfg->fault.seed);
+    st = be->open(cfg, &im->be_state, &u->granularity, &u->alignment, err, errlen);
+    if (st != CMB_OK)
+        goto out_free_map;
+    u->ops = &accounting_ops;
+    u->name = be->name;
+    u->impl = im;
+    *out = u;
+    return CMB_OK;
+
+out_free_map:
+    cmb_hashmap_free(&im->live);
+out_free:
+    free(im);
+    free(u);
+    return st;
+}
+
+int64_t cmb_upstream_close(cmb_upstream *u)
+{
+    if (!u)
+        return 0;
+    upstream_impl *im = impl_of(u);
+    int64_t leaked = u->stats.held_current;
+    uint64_t key, val;
+    for (size_t it = 0; cmb_hashmap_next(&im->live, &it, &key, &val);)
+        im->be->free(im->be_state, (void *)(uintptr_t)key, (size_t)val, NULL);
+    for (size_t i = 0; i < im->n_res; i++) {
+        unmap_all_pages(u, &im->res[i]);
+        im->be->va_release(im->be_state, (void *)im->res[i].va, im->res[i].size);
+        free(im->res[i].mapped);
+    }
+    im->be->close(im->be_state);
+    cmb_hashmap_free(&im->live);
+    free(im->res);
+    free(im);
+    free(u);
+    return leaked;
+}
+
+uint64_t cmb_upstream_device_used(const cmb_upstream *u)
+{
+    upstream_impl *im = impl_of(u);
+    if (im->be->device_used)
+        return im->be->device_used(im->be_state);
+    return (uint64_t)u->stats.held_current;
+}
+
+uint64_t cmb_upstream_device_peak(const cmb_upstream *u)
+{
+    upstream_impl *im = impl_of(u);
+    if (im->be->device_peak)
+        return im->be->device_peak(im->be_state);
+    return (uint64_t)u->stats.held_peak;
+}
+
+uint64_t cmb_upstream_misuse_count(const cmb_upstream *u)
+{
+    return impl_of(u)->misuse;
+}
+
+const char *cmb_upstream_last_misuse(const cmb_upstream *u)
+{
+    upstream_impl *im = impl_of(u);
+    return im->misuse ? im->last_misuse : NULL;
+}

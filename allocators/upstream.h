@@ -1,0 +1,96 @@
+/* upstream.h - opening upstreams and configuring fault injection (private to
+ * the suite; policies only need cmb_upstream.h). */
+#ifndef CMB_UPSTREAM_PRIVATE_H
+#define CMB_UPSTREAM_PRIVATE_H
+
+#include "cmb_upstream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cmb_upstream_kind {
+    CMB_UPSTREAM_SIM = 0,
+    CMB_UPSTREAM_CUDA = 1,
+    CMB_UPSTREAM_VMM = 2
+} cmb_upstream_kind;
+
+/* Fault injection, applied to every request that takes memory (alloc, map). */
+typedef struct cmb_fault_spec {
+    uint64_t fail_nth;   /* fail the Nth request (1-based); 0 = off        */
+    uint64_t fail_every; /* fail every Kth request; 0 = off                */
+    double fail_prob;    /* fail each request with this probability        */
+    uint64_t seed;       /* seed of the fail_prob draws                    */
+    uint64_t cap_bytes;  /* fail requests that would hold more; 0 = none   */
+} cmb_fault_spec;
+
+typedef struct cmb_upstream_config {
+    cmb_upstream_kind kind;
+    uint64_t sim_capacity;    /* sim: device bytes                          */
+    uint64_t sim_alignment;   /* sim: alignment and rounding of alloc()     */
+    uint64_t sim_granularity; /* sim: VMM page size                         */
+    int device;               /* cuda / vmm: device ordinal                 */
+    cmb_fault_spec fault;
+} cmb_upstream_config;
+
+/* Defaults: sim of 80 GiB, 512 B alignment, 2 MiB pages (H100's measured
+ * VMM granularity), no faults. */
+void cmb_upstream_config_default(cmb_upstream_config *cfg);
+
+const char *cmb_upstream_kind_name(cmb_upstream_kind kind);
+int cmb_upstream_kind_parse(const char *name, cmb_upstream_kind *kind);
+
+/* Open an upstream; on failure writes a one-line reason into err. */
+cmb_status cmb_upstream_open(const cmb_upstream_config *cfg, cmb_upstream **out, char *err, size_t errlen);
+
+/* Bytes still held (allocated or mapped) by whoever used the upstream. */
+static inline int64_t cmb_upstream_held(const cmb_upstream *u)
+{
+    return u->stats.held_current;
+}
+
+/* Bytes of device memory the upstream's backend consumes now, after its
+ * rounding (sim: exact; cuda/vmm: held bytes). */
+uint64_t cmb_upstream_device_used(const cmb_upstream *u);
+uint64_t cmb_upstream_device_peak(const cmb_upstream *u);
+
+/* Free whatever is still held, then the upstream itself. Returns the bytes
+ * that were still held (a leak by the user of the upstream). */
+int64_t cmb_upstream_close(cmb_upstream *u);
+
+/* Validation failures (free of an unknown pointer, double map, ...) are
+ * counted; a correct policy keeps this at zero. */
+uint64_t cmb_upstream_misuse_count(const cmb_upstream *u);
+const char *cmb_upstream_last_misuse(const cmb_upstream *u);
+
+/* --- backends (upstream_sim.c, upstream_cuda.c, upstream_vmm.c) ---------- */
+
+typedef struct _cmb_backend {
+    const char *name;
+    cmb_status (*open)(const cmb_upstream_config *cfg, void **state, size_t *granularity,
+                       size_t *alignment, char *err, size_t errlen);
+    void (*close)(void *state);
+    cmb_status (*alloc)(void *state, size_t size, cmb_stream s, void **ptr);
+    cmb_status (*free)(void *state, void *ptr, size_t size, cmb_stream s);
+    cmb_status (*va_reserve)(void *state, size_t size, void **va);
+    cmb_status (*va_release)(void *state, void *va, size_t size);
+    cmb_status (*map)(void *state, void *va, size_t size);
+    cmb_status (*unmap)(void *state, void *va, size_t size);
+    cmb_status (*event_record)(void *state, cmb_stream s, cmb_event *ev);
+    cmb_status (*event_query)(void *state, cmb_event ev);
+    cmb_status (*event_destroy)(void *state, cmb_event ev);
+    cmb_status (*stream_sync)(void *state, cmb_stream s);
+    cmb_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
+    uint64_t (*device_used)(void *state); /* NULL: use the held bytes */
+    uint64_t (*device_peak)(void *state); /* NULL: use the held peak  */
+} _cmb_backend;
+
+extern const _cmb_backend _cmb_backend_sim;
+extern const _cmb_backend _cmb_backend_cuda;
+extern const _cmb_backend _cmb_backend_vmm;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CMB_UPSTREAM_PRIVATE_H */

@@ -1,0 +1,243 @@
+/* upstream_vmm.c - CUDA virtual memory management.
+ *
+ * va_reserve -> cuMemAddressReserve; map -> one cuMemCreate physical handle
+ * per granularity page, cuMemMap of each, then one cuMemSetAccess over the
+ * range (pages are separate handles so that any page can be unmapped alone,
+ * as PyTorch's expandable segments need); unmap -> cuMemUnmap + cuMemRelease
+ * per page. alloc() reserves and maps one handle of the size rounded up to
+ * the granularity, which is what cudaMalloc does for large sizes.
+ * The granularity is the device's minimum (2 MiB on H100 and H200,
+ * measured; see DESIGN.md). Entry points come from cudaGetDriverEntryPoint*.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/cmb_hashmap.h"
+#include "cuda_util.h"
+#include "upstream.h"
+
+/* The event and stream helpers are the cuda upstream's. */
+cmb_status _cmb_cuda_event_record(void *state, cmb_stream stream, cmb_event *ev);
+cmb_status _cmb_cuda_event_query(void *state, cmb_event ev);
+cmb_status _cmb_cuda_event_destroy(void *state, cmb_event ev);
+cmb_status _cmb_cuda_stream_sync(void *state, cmb_stream stream);
+cmb_status _cmb_cuda_mem_info(void *state, size_t *free_bytes, size_t *total_bytes);
+
+typedef struct vmm_state {
+    const _cmb_driver_api *cu;
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    size_t granularity;
+    cmb_hashmap handles; /* mapped page va (or alloc ptr) -> handle */
+    uint64_t used;       /* physical bytes after rounding */
+    uint64_t used_peak;
+} vmm_state;
+
+static cmb_status cu_status(CUresult r)
+{
+    if (r == CUDA_SUCCESS)
+        return CMB_OK;
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? CMB_ERR_OOM : CMB_ERR_CUDA;
+}
+
+static void account(vmm_state *s, int64_t delta)
+{
+    s->used = (uint64_t)((int64_t)s->used + delta);
+    if (s->used > s->used_peak)
+        s->used_peak = s->used;
+}
+
+static cmb_status vmm_open(const cmb_upstream_config *cfg, void **state, size_t *granularity,
+                           size_t *alignment, char *err, size_t errlen)
+{
+    const _cmb_driver_api *cu = _cmb_driver(err, errlen);
+    if (!cu)
+        return CMB_ERR_UNSUPPORTED;
+    cudaError_t e = cudaSetDevice(cfg->device);
+    if (e == cudaSuccess)
+        e = cudaFree(0); /* make the primary context current for driver calls */
+    if (e != cudaSuccess) {
+        _cmb_cuda_note(err, errlen, "vmm upstream: context", e);
+        return CMB_ERR_CUDA;
+    }
+    vmm_state *s = calloc(1, sizeof *s);
+    if (!s || cmb_hashmap_init(&s->handles, 1024)) {
+        free(s);
+        snprintf(err, errlen, "host out of memory");
+        return CMB_ERR_HOST_NOMEM;
+    }
+    s->cu = cu;
+    s->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    s->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    s->prop.location.id = cfg->device;
+    s->access.location = s->prop.location;
+    s->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUresult r = cu->cuMemGetAllocationGranularity(&s->granularity, &s->prop,
+                                                   CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS || !s->granularity) {
+        snprintf(err, errlen, "vmm upstream: cuMemGetAllocationGranularity failed (%d)", (int)r);
+        cmb_hashmap_free(&s->handles);
+        free(s);
+        return CMB_ERR_CUDA;
+    }
+    *state = s;
+    *granularity = s->granularity;
+    *alignment = s->granularity;
+    return CMB_OK;
+}
+
+static void vmm_close(void *state)
+{
+    vmm_state *s = state;
+    cmb_hashmap_free(&s->handles);
+    free(s);
+}
+
+/* Create one handle of `size` bytes and map it at va with access set. */
+static cmb_status map_one(vmm_state *s, CUdeviceptr va, size_t size)
+{
+    CUmemGenericAllocationHandle h;
+    CUresult r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
+    if (r != CUDA_SUCCESS)
+        return cu_status(r);
+    r = s->cu->cuMemMap(va, size, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
+        s->cu->cuMemRelease(h);
+        return cu_status(r);
+    }
+    if (cmb_hashmap_put(&s->handles, (uint64_t)va, (uint64_t)h)) {
+        s->cu->cuMemUnmap(va, size);
+        s->cu->cuMemRelease(h);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    account(s, (int64_t)size);
+    return CMB_OK;
+}
+
+static cmb_status unmap_one(vmm_state *s, CUdeviceptr va, size_t size)
+{
+    uint64_t h;
+    if (!cmb_hashmap_remove(&s->handles, (uint64_t)va, &h))
+        return CMB_ERR_INVALID;
+    CUresult r = s->cu->cuMemUnmap(va, size);
+    CUresult r2 = s->cu->cuMemRelease((CUmemGenericAllocationHandle)h);
+    account(s, -(int64_t)size);
+    return cu_status(r != CUDA_SUCCESS ? r : r2);
+}
+
+static cmb_status vmm_va_reserve(void *state, size_t size, void **va)
+{
+    vmm_state *s = state;
+    CUdeviceptr p;
+    CUresult r = s->cu->cuMemAddressReserve(&p, size, s->granularity, 0, 0);
+    if (r != CUDA_SUCCESS)
+        return cu_status(r);
+    *va = (void *)(uintptr_t)p;
+    return CMB_OK;
+}
+
+static cmb_status vmm_va_release(void *state, void *va, size_t size)
+{
+    vmm_state *s = state;
+    return cu_status(s->cu->cuMemAddressFree((CUdeviceptr)(uintptr_t)va, size));
+}
+
+static cmb_status vmm_unmap(void *state, void *va, size_t size)
+{
+    vmm_state *s = state;
+    cmb_status first_error = CMB_OK;
+    for (size_t off = 0; off < size; off += s->granularity) {
+        cmb_status st = unmap_one(s, (CUdeviceptr)(uintptr_t)va + off, s->granularity);
+        if (st != CMB_OK && first_error == CMB_OK)
+            first_error = st;
+    }
+    return first_error;
+}
+
+static cmb_status vmm_map(void *state, void *va, size_t size)
+{
+    vmm_state *s = state;
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)va;
+    size_t off;
+    cmb_status st = CMB_OK;
+    for (off = 0; off < size; off += s->granularity) {
+        st = map_one(s, base + off, s->granularity);
+        if (st != CMB_OK)
+            goto out_unmap;
+    }
+    st = cu_status(s->cu->cuMemSetAccess(base, size, &s->access, 1));
+    if (st != CMB_OK)
+        goto out_unmap;
+    return CMB_OK;
+
+out_unmap:
+    if (off)
+        vmm_unmap(s, va, off);
+    return st;
+}
+
+static size_t round_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static cmb_status vmm_alloc(void *state, size_t size, cmb_stream stream, void **ptr)
+{
+    vmm_state *s = state;
+    size_t rounded = round_up(size, s->granularity);
+    void *va;
+    (void)stream;
+    cmb_status st = vmm_va_reserve(s, rounded, &va);
+    if (st != CMB_OK)
+        return st;
+    st = map_one(s, (CUdeviceptr)(uintptr_t)va, rounded);
+    if (st == CMB_OK)
+        st = cu_status(s->cu->cuMemSetAccess((CUdeviceptr)(uintptr_t)va, rounded, &s->access, 1));
+    if (st != CMB_OK) {
+        unmap_one(s, (CUdeviceptr)(uintptr_t)va, rounded);
+        vmm_va_release(s, va, rounded);
+        return st;
+    }
+    *ptr = va;
+    return CMB_OK;
+}
+
+static cmb_status vmm_free(void *state, void *ptr, size_t size, cmb_stream stream)
+{
+    vmm_state *s = state;
+    size_t rounded = round_up(size, s->granularity);
+    (void)stream;
+    cmb_status st = unmap_one(s, (CUdeviceptr)(uintptr_t)ptr, rounded);
+    cmb_status st2 = vmm_va_release(s, ptr, rounded);
+    return st != CMB_OK ? st : st2;
+}
+
+static uint64_t vmm_device_used(void *state)
+{
+    return ((vmm_state *)state)->used;
+}
+
+static uint64_t vmm_device_peak(void *state)
+{
+    return ((vmm_state *)state)->used_peak;
+}
+
+const _cmb_backend _cmb_backend_vmm = {
+    .name = "vmm",
+    .open = vmm_open,
+    .close = vmm_close,
+    .alloc = vmm_alloc,
+    .free = vmm_free,
+    .va_reserve = vmm_va_reserve,
+    .va_release = vmm_va_release,
+    .map = vmm_map,
+    .unmap = vmm_unmap,
+    .event_record = _cmb_cuda_event_record,
+    .event_query = _cmb_cuda_event_query,
+    .event_destroy = _cmb_cuda_event_destroy,
+    .stream_sync = _cmb_cuda_stream_sync,
+    .mem_info = _cmb_cuda_mem_info,
+    .device_used = vmm_device_used,
+    .device_peak = vmm_device_peak,
+};

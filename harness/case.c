@@ -1,0 +1,638 @@
+/* case.c - running one case in its child process, and the calls scenarios
+ * make (scenario.h).
+ *
+ * A repetition: open the upstream, create the allocator, wrap it in the
+ * meters, run the scenario, then (outside the measured region) read the
+ * allocator's statistics, probe the largest allocation that still fits,
+ * free what is left, destroy the allocator and count what it did not give
+ * back. Each repetition starts from a new allocator instance.
+ */
+#include "case.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../allocators/external.h"
+#include "../common/cmb_units.h"
+#include "../allocators/upstream.h"
+#include "clock.h"
+#include "metered.h"
+#include "metrics.h"
+#include "wire.h"
+
+#define CMB_MAX_STREAMS 16
+#define CMB_MAX_CASE_COUNTERS 48
+#define LATENCY_SAMPLES (1u << 22)
+
+typedef struct case_counter {
+    char name[64];
+    double value;
+} case_counter;
+
+struct cmb_case {
+    const cmb_case_spec *spec;
+    const cmb_allocator_methods *m;
+    cmb_bench_state *bench;
+    cmb_upstream_kind up_kind;
+    uint64_t capacity;      /* for the scenario and the capacity ratio */
+
+    /* this repetition */
+    cmb_upstream *up;
+    void *state;
+    int have_state;
+    cmb_metered mt;
+    int have_mt;
+    uint64_t free_at_start; /* GPU */
+    double time_s;
+    int time_set;
+    case_counter counters[CMB_MAX_CASE_COUNTERS];
+    size_t n_counters;
+    char notes[256];
+    cmb_status fail_status;
+    char fail_msg[480];
+    int keep_live;
+
+    /* whole case */
+    cmb_stream streams[CMB_MAX_STREAMS];
+    int poisoned;
+    char poison_msg[480];
+};
+
+/* --- names ---------------------------------------------------------------------- */
+
+void cmb_case_spec_make_name(cmb_case_spec *cs)
+{
+    char alloc[256], params[CMB_BENCH_NAME_MAX];
+    cmb_alloc_spec_label(&cs->alloc, alloc, sizeof alloc);
+    cmb_param_set_format(&cs->params, ':', '/', params, sizeof params);
+    snprintf(cs->name, sizeof cs->name, "%s/%s%s%s", cs->scenario->name, alloc, params[0] ? "/" : "", params);
+}
+
+cmb_upstream_kind cmb_case_upstream_kind(const cmb_case_spec *cs, const cmb_allocator_methods *m)
+{
+    if (cs->alloc.has_upstream)
+        return cs->alloc.upstream;
+    if (cs->mode == CMB_MODE_SIM)
+        return CMB_UPSTREAM_SIM;
+    return m && (m->flags & CMB_ALLOC_NEEDS_VMM) ? CMB_UPSTREAM_VMM : CMB_UPSTREAM_CUDA;
+}
+
+/* --- scenario-facing calls ------------------------------------------------------- */
+
+cmb_mode cmb_case_mode(const cmb_case *c) { return c->spec->mode; }
+uint64_t cmb_case_seed(const cmb_case *c) { return c->spec->seed; }
+int cmb_case_device(const cmb_case *c) { return c->spec->device; }
+uint64_t cmb_case_capacity(const cmb_case *c) { return c->capacity; }
+const char *cmb_case_allocator_name(const cmb_case *c) { return c->spec->alloc.name; }
+
+static const char *param_or_die(const cmb_case *c, const char *name)
+{
+    const char *v = cmb_param_set_get(&c->spec->params, name);
+    if (!v) {
+        /* A scenario asking for a parameter it does not declare is a bug in
+         * the suite, not bad input. */
+        fprintf(stderr, "cumembench: internal error: scenario %s has no parameter '%s'\n",
+                c->spec->scenario->name, name);
+        abort();
+    }
+    return v;
+}
+
+uint64_t cmb_param_u64(const cmb_case *c, const char *name)
+{
+    const char *v = param_or_die(c, name);
+    uint64_t out = 0;
+    if (cmb_parse_size(v, &out)) /* sizes and integers share the parser */
+        cmb_parse_u64(v, &out);
+    return out;
+}
+
+double cmb_param_real(const cmb_case *c, const char *name)
+{
+    return strtod(param_or_die(c, name), NULL);
+}
+
+int cmb_param_bool(const cmb_case *c, const char *name)
+{
+    return !strcmp(param_or_die(c, name), "true");
+}
+
+const char *cmb_param_str(const cmb_case *c, const char *name)
+{
+    return param_or_die(c, name);
+}
+
+cmb_status cmb_alloc(cmb_case *c, size_t size, cmb_stream s, void **ptr)
+{
+    return cmb_metered_alloc(&c->mt, size, s, ptr);
+}
+
+cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s)
+{
+    return cmb_metered_dealloc(&c->mt, ptr, s);
+}
+
+size_t cmb_block_size(const cmb_case *c, void *ptr)
+{
+    uint64_t size = 0;
+    cmb_hashmap_get(&c->mt.live, (uint64_t)(uintptr_t)ptr, &size);
+    return (size_t)size;
+}
+
+cmb_status cmb_case_trim(cmb_case *c)
+{
+    return c->m->trim ? c->m->trim(c->state) : CMB_OK;
+}
+
+uint64_t cmb_case_live_bytes(const cmb_case *c)
+{
+    return (uint64_t)c->mt.requested.current;
+}
+
+cmb_stream cmb_case_stream(cmb_case *c, int index)
+{
+    if (index < 0 || index >= CMB_MAX_STREAMS)
+        index = 0;
+    if (c->streams[index])
+        return c->streams[index];
+    if (c->spec->mode == CMB_MODE_SIM) {
+        c->streams[index] = (cmb_stream)(uintptr_t)(index + 1);
+    } else {
+        cudaStream_t s;
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+            return NULL; /* the legacy default stream still works */
+        c->streams[index] = (cmb_stream)s;
+    }
+    return c->streams[index];
+}
+
+cmb_status cmb_case_sync(cmb_case *c)
+{
+    if (c->spec->mode == CMB_MODE_SIM)
+        return CMB_OK;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        return cmb_case_fail(c, CMB_ERR_CUDA, "cudaDeviceSynchronize: %s", cudaGetErrorString(e));
+    return CMB_OK;
+}
+
+void cmb_case_set_time(cmb_case *c, double seconds)
+{
+    c->time_s = seconds;
+    c->time_set = 1;
+}
+
+static void put_counter(cmb_case *c, const char *name, double value)
+{
+    if (isnan(value))
+        return; /* undefined metrics are left out, never written as 0 */
+    for (size_t i = 0; i < c->n_counters; i++) {
+        if (!strcmp(c->counters[i].name, name)) {
+            c->counters[i].value = value;
+            return;
+        }
+    }
+    if (c->n_counters == CMB_MAX_CASE_COUNTERS)
+        return;
+    snprintf(c->counters[c->n_counters].name, sizeof c->counters[0].name, "%s", name);
+    c->counters[c->n_counters++].value = value;
+}
+
+void cmb_case_counter(cmb_case *c, const char *name, double value)
+{
+    put_counter(c, name, value);
+}
+
+void cmb_case_note(cmb_case *c, const char *fmt, ...)
+{
+    size_t used = strlen(c->notes);
+    if (used && used + 2 < sizeof c->notes) {
+        strcat(c->notes, "; ");
+        used += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->notes + used, sizeof c->notes - used, fmt, ap);
+    va_end(ap);
+}
+
+cmb_status cmb_case_fail(cmb_case *c, cmb_status status, const char *fmt, ...)
+{
+    if (c->fail_status == CMB_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
+        va_end(ap);
+        c->fail_status = status == CMB_OK ? CMB_ERR_STATE : status;
+    }
+    return c->fail_status;
+}
+
+void cmb_case_keep_live_blocks(cmb_case *c)
+{
+    c->keep_live = 1;
+}
+
+int cmb_case_keep_running(cmb_case *c)
+{
+    return cmb_bench_keep_running(c->bench);
+}
+
+void cmb_case_pause_timing(cmb_case *c)
+{
+    cmb_bench_pause(c->bench);
+}
+
+void cmb_case_resume_timing(cmb_case *c)
+{
+    cmb_bench_resume(c->bench);
+}
+
+/* --- GPU helpers --------------------------------------------------------------------- */
+
+static uint64_t gpu_free_bytes(void)
+{
+    size_t f = 0, t = 0;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess)
+        return 0;
+    return f;
+}
+
+/* Device bytes in use by this case: free memory lost since it started. */
+static uint64_t gpu_sample_used(void *ctx)
+{
+    cmb_case *c = ctx;
+    uint64_t f = gpu_free_bytes();
+    return c->free_at_start > f ? c->free_at_start - f : 0;
+}
+
+/* --- one repetition ------------------------------------------------------------------------ */
+
+static void reset_repetition(cmb_case *c)
+{
+    c->up = NULL;
+    c->state = NULL;
+    c->have_state = 0;
+    c->have_mt = 0;
+    c->time_s = 0;
+    c->time_set = 0;
+    c->n_counters = 0;
+    c->notes[0] = '\0';
+    c->fail_status = CMB_OK;
+    c->fail_msg[0] = '\0';
+    c->keep_live = 0;
+}
+
+static cmb_status open_upstream(cmb_case *c)
+{
+    cmb_upstream_config ucfg;
+    char err[256];
+    cmb_upstream_config_default(&ucfg);
+    ucfg.kind = c->up_kind;
+    ucfg.device = c->spec->device;
+    ucfg.fault = c->spec->fault;
+    if (ucfg.kind == CMB_UPSTREAM_SIM) {
+        ucfg.sim_capacity = c->capacity;
+    } else if (c->spec->capacity) {
+        ucfg.fault.cap_bytes = c->spec->capacity; /* a smaller GPU */
+    }
+    cmb_status st = cmb_upstream_open(&ucfg, &c->up, err, sizeof err);
+    if (st != CMB_OK)
+        return cmb_case_fail(c, st, "%s", err);
+    return CMB_OK;
+}
+
+static cmb_status create_allocator(cmb_case *c)
+{
+    char err[320] = "";
+    cmb_config cfg = {
+        .options = c->spec->alloc.options,
+        .n_options = c->spec->alloc.n_options,
+        .device = c->spec->device,
+        .sim = c->spec->mode == CMB_MODE_SIM,
+        .error = err,
+        .error_len = sizeof err,
+    };
+    cmb_status st = c->m->create(&cfg, c->up, &c->state);
+    if (st != CMB_OK)
+        return cmb_case_fail(c, st, "creating allocator %s: %s", c->spec->alloc.name,
+                             err[0] ? err : cmb_status_str(st));
+    c->have_state = 1;
+    return CMB_OK;
+}
+
+static cmb_status setup_repetition(cmb_case *c)
+{
+    reset_repetition(c);
+    if (c->spec->mode == CMB_MODE_GPU) {
+        c->free_at_start = gpu_free_bytes();
+        c->capacity = c->free_at_start;
+        if (c->spec->capacity && c->spec->capacity < c->capacity)
+            c->capacity = c->spec->capacity;
+    } else {
+        c->capacity = c->spec->capacity;
+    }
+    if ((c->m->flags & CMB_ALLOC_USES_UPSTREAM) && open_upstream(c) != CMB_OK)
+        return c->fail_status;
+    if (create_allocator(c) != CMB_OK)
+        return c->fail_status;
+    if (cmb_metered_init(&c->mt, c->m, c->state, c->up, LATENCY_SAMPLES, c->spec->seed) != CMB_OK)
+        return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory for the meters");
+    c->have_mt = 1;
+    if (c->spec->mode == CMB_MODE_GPU) {
+        c->mt.sample_device = gpu_sample_used;
+        c->mt.sample_ctx = c;
+    }
+    return CMB_OK;
+}
+
+/* Allocator statistics at the end of the scenario, before the probe. */
+static void collect_allocator_metrics(cmb_case *c)
+{
+    cmb_alloc_stats st;
+    cmb_metered *mt = &c->mt;
+    cmb_metered_stats(mt, &st);
+
+    put_counter(c, "peak_requested_bytes", (double)mt->requested.peak);
+    put_counter(c, "live_at_end_bytes", (double)mt->requested.current);
+    if (st.valid & CMB_STAT_ALLOCATED)
+        put_counter(c, "peak_allocated_bytes", (double)st.allocated.peak);
+    if (st.valid & CMB_STAT_RESERVED) {
+        put_counter(c, "peak_reserved_bytes", (double)st.reserved.peak);
+        put_counter(c, "reserved_at_end_bytes", (double)st.reserved.current);
+        put_counter(c, "frag_ratio", cmb_frag_ratio((uint64_t)mt->requested.peak, (uint64_t)st.reserved.peak));
+    }
+    if ((st.valid & CMB_STAT_RESERVED) && (st.valid & CMB_STAT_ALLOCATED) && (st.valid & CMB_STAT_LARGEST_FREE))
+        put_counter(c, "ext_frag_end",
+                    cmb_external_frag((uint64_t)st.reserved.current, (uint64_t)st.allocated.current, st.largest_free));
+    if (mt->have_peak_snapshot) {
+        const cmb_alloc_stats *p = &mt->at_peak;
+        if ((p->valid & CMB_STAT_RESERVED) && (p->valid & CMB_STAT_ALLOCATED))
+            put_counter(c, "ext_frag_peak",
+                        cmb_external_frag((uint64_t)p->reserved.current, (uint64_t)p->allocated.current,
+                                          p->largest_free));
+    }
+    if (st.valid & CMB_STAT_UPSTREAM) {
+        put_counter(c, "upstream_allocs", (double)st.upstream_allocs);
+        put_counter(c, "upstream_frees", (double)st.upstream_frees);
+    } else if (c->up) {
+        put_counter(c, "upstream_allocs", (double)c->up->stats.alloc_calls);
+        put_counter(c, "upstream_frees", (double)c->up->stats.free_calls);
+    }
+    if (st.valid & CMB_STAT_OOM_RETRIES)
+        put_counter(c, "oom_retries", (double)st.oom_retries);
+    /* The allocator's own count of requested bytes must agree with ours. */
+    if (st.valid & CMB_STAT_REQUESTED)
+        put_counter(c, "stats_disagree",
+                    st.requested.current != mt->requested.current || st.requested.peak != mt->requested.peak);
+
+    if (c->spec->mode == CMB_MODE_GPU)
+        put_counter(c, "device_peak_bytes", (double)mt->device_peak);
+    else if (c->up)
+        put_counter(c, "device_peak_bytes", (double)cmb_upstream_device_peak(c->up));
+}
+
+static void collect_op_metrics(cmb_case *c, double seconds)
+{
+    cmb_metered *mt = &c->mt;
+    put_counter(c, "allocs", (double)mt->allocs);
+    put_counter(c, "frees", (double)mt->frees);
+    put_counter(c, "failed_allocs", (double)mt->failed_allocs);
+    put_counter(c, "alloc_p50_ns", cmb_latency_quantile(&mt->alloc_ns, 0.50));
+    put_counter(c, "alloc_p99_ns", cmb_latency_quantile(&mt->alloc_ns, 0.99));
+    put_counter(c, "free_p50_ns", cmb_latency_quantile(&mt->free_ns, 0.50));
+    put_counter(c, "free_p99_ns", cmb_latency_quantile(&mt->free_ns, 0.99));
+    if (seconds > 0 && mt->allocs + mt->frees)
+        put_counter(c, "ops_per_s", (double)(mt->allocs + mt->frees) / seconds);
+}
+
+static void probe_capacity(cmb_case *c)
+{
+    uint64_t live = (uint64_t)c->mt.requested.current, largest = 0;
+    if (c->capacity <= live)
+        return;
+    uint64_t resolution = c->spec->mode == CMB_MODE_SIM ? 512 : (2u << 20);
+    cmb_status st = cmb_metered_probe_largest(&c->mt, c->capacity - live, resolution, cmb_case_stream(c, 0),
+                                              &largest);
+    if (st != CMB_OK) {
+        cmb_case_note(c, "capacity probe failed: %s", cmb_status_str(st));
+        return;
+    }
+    put_counter(c, "capacity_bytes", (double)c->capacity);
+    put_counter(c, "largest_alloc_bytes", (double)largest);
+    put_counter(c, "capacity_ratio", cmb_capacity_ratio(largest, c->capacity, live));
+}
+
+/* Frees what is left, destroys the allocator and measures the leak. */
+static void teardown_repetition(cmb_case *c)
+{
+    int64_t leaked = -1;
+    if (c->have_mt && !c->keep_live) {
+        uint64_t failures = cmb_metered_free_all(&c->mt, cmb_case_stream(c, 0));
+        if (failures)
+            cmb_case_note(c, "%llu blocks could not be freed at the end", (unsigned long long)failures);
+    }
+    if (c->spec->mode == CMB_MODE_GPU)
+        cudaDeviceSynchronize();
+    if (c->have_state) {
+        cmb_status st = c->m->destroy(c->state);
+        if (st != CMB_OK)
+            cmb_case_note(c, "destroy: %s", cmb_status_str(st));
+        c->have_state = 0;
+    }
+    if (c->up) {
+        put_counter(c, "upstream_misuse", (double)cmb_upstream_misuse_count(c->up));
+        if (cmb_upstream_misuse_count(c->up))
+            cmb_case_note(c, "upstream misuse: %s", cmb_upstream_last_misuse(c->up));
+        leaked = cmb_upstream_close(c->up); /* frees what the allocator kept */
+        c->up = NULL;
+    }
+    if (c->spec->mode == CMB_MODE_GPU) {
+        cudaDeviceSynchronize();
+        uint64_t now_free = gpu_free_bytes();
+        uint64_t device_leak = c->free_at_start > now_free ? c->free_at_start - now_free : 0;
+        put_counter(c, "device_leak_bytes", (double)device_leak);
+        if (leaked < 0)
+            leaked = (int64_t)device_leak;
+    }
+    if (leaked >= 0)
+        put_counter(c, "leaked_bytes", (double)leaked);
+    if (c->have_mt) {
+        cmb_metered_free(&c->mt);
+        c->have_mt = 0;
+    }
+}
+
+static void report_repetition(cmb_case *c)
+{
+    char label[256];
+    char alloc[160];
+    cmb_alloc_spec_label(&c->spec->alloc, alloc, sizeof alloc);
+    snprintf(label, sizeof label, "mode=%s upstream=%s seed=%llu%s%s",
+             c->spec->mode == CMB_MODE_GPU ? "gpu" : "sim",
+             (c->m->flags & CMB_ALLOC_USES_UPSTREAM) ? cmb_upstream_kind_name(c->up_kind) : "none",
+             (unsigned long long)c->spec->seed, c->notes[0] ? " note: " : "", c->notes);
+    cmb_bench_set_label(c->bench, label);
+    for (size_t i = 0; i < c->n_counters; i++)
+        cmb_bench_set_counter(c->bench, c->counters[i].name, c->counters[i].value, CMB_COUNTER_DEFAULT);
+}
+
+/* A sticky CUDA error poisons the context: later repetitions would report
+ * numbers from a broken device, so they are not run. */
+static void check_poison(cmb_case *c)
+{
+    if (c->spec->mode != CMB_MODE_GPU)
+        return;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        c->poisoned = 1;
+        snprintf(c->poison_msg, sizeof c->poison_msg, "CUDA context unusable after: %s", cudaGetErrorString(e));
+    }
+}
+
+static void fail_repetition(cmb_case *c)
+{
+    char msg[560];
+    snprintf(msg, sizeof msg, "%s: %s", cmb_status_str(c->fail_status), c->fail_msg);
+    cmb_bench_skip_with_error(c->bench, msg);
+}
+
+static void run_one_repetition(cmb_case *c)
+{
+    cmb_bench_pause(c->bench);
+    if (setup_repetition(c) != CMB_OK) {
+        teardown_repetition(c);
+        cmb_bench_resume(c->bench);
+        fail_repetition(c);
+        return;
+    }
+    cmb_bench_resume(c->bench);
+    double t0 = cmb_now_s();
+    cmb_status st = c->spec->scenario->run(c);
+    double wall = cmb_now_s() - t0;
+    cmb_bench_pause(c->bench);
+    if (st != CMB_OK && c->fail_status == CMB_OK)
+        cmb_case_fail(c, st, "scenario returned %s", cmb_status_str(st));
+    if (!c->time_set)
+        c->time_s = wall;
+    if (c->fail_status == CMB_OK) {
+        check_poison(c);
+        collect_op_metrics(c, c->time_s);
+        collect_allocator_metrics(c);
+        if (!(c->spec->scenario->flags & CMB_SCN_NO_PROBE))
+            probe_capacity(c);
+    }
+    teardown_repetition(c);
+    check_poison(c);
+    cmb_bench_resume(c->bench);
+    if (c->fail_status != CMB_OK) {
+        fail_repetition(c);
+        if (c->spec->mode == CMB_MODE_GPU && c->fail_status == CMB_ERR_CUDA)
+            c->poisoned = 1, snprintf(c->poison_msg, sizeof c->poison_msg, "%s", c->fail_msg);
+        return;
+    }
+    cmb_bench_set_iteration_time(c->bench, c->time_s > 0 ? c->time_s : 1e-9);
+    report_repetition(c);
+}
+
+static void case_bench_fn(cmb_bench_state *bs, void *arg)
+{
+    cmb_case *c = arg;
+    c->bench = bs;
+    if (c->poisoned) {
+        char msg[560];
+        snprintf(msg, sizeof msg, "not run: %s", c->poison_msg);
+        cmb_bench_skip_with_error(bs, msg);
+        return;
+    }
+    if (c->spec->scenario->flags & CMB_SCN_MICRO) {
+        /* run() drives the library's loop itself */
+        run_one_repetition(c);
+        return;
+    }
+    while (cmb_bench_keep_running(bs))
+        run_one_repetition(c);
+}
+
+/* --- the child's entry -------------------------------------------------------------------------- */
+
+typedef struct sink_ctx {
+    int fd;
+    int write_failed;
+} sink_ctx;
+
+static void sink(const cmb_bench_run *run, void *ctx)
+{
+    sink_ctx *s = ctx;
+    if (cmb_wire_write_run(s->fd, run))
+        s->write_failed = 1;
+}
+
+static int init_gpu(const cmb_case_spec *cs)
+{
+    cudaError_t e = cudaSetDevice(cs->device);
+    if (e == cudaSuccess)
+        e = cudaFree(0); /* create the context before anything is timed */
+    if (e != cudaSuccess) {
+        fprintf(stderr, "cumembench: cannot use GPU %d: %s\n", cs->device, cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
+}
+
+static void destroy_streams(cmb_case *c)
+{
+    if (c->spec->mode != CMB_MODE_GPU)
+        return;
+    for (int i = 0; i < CMB_MAX_STREAMS; i++)
+        if (c->streams[i])
+            cudaStreamDestroy((cudaStream_t)c->streams[i]);
+}
+
+int cmb_case_run_child(const cmb_case_spec *cs, int result_fd)
+{
+    cmb_case c;
+    char err[320];
+    memset(&c, 0, sizeof c);
+    c.spec = cs;
+    if (cs->alloc.entry) {
+        c.m = cs->alloc.entry->methods;
+    } else if (cmb_external_load(cs->alloc.external_path, &c.m, err, sizeof err)) {
+        fprintf(stderr, "cumembench: %s\n", err);
+        return 2;
+    }
+    c.up_kind = cmb_case_upstream_kind(cs, c.m);
+    if (cs->mode == CMB_MODE_GPU && init_gpu(cs))
+        return 3;
+
+    int micro = (cs->scenario->flags & CMB_SCN_MICRO) != 0;
+    cmb_bench_options opt = {
+        .iterations = micro ? 0 : 1,
+        .repetitions = cs->repetitions > 0 ? cs->repetitions : 1,
+        .manual_time = !micro,
+        .unit = micro ? CMB_UNIT_NS : CMB_UNIT_MS,
+    };
+    sink_ctx sc = {result_fd, 0};
+    cmb_bench_register(cs->name, case_bench_fn, &c, &opt);
+    cmb_bench_run_registered("cumembench", sink, &sc);
+    destroy_streams(&c);
+    return sc.write_failed ? 4 : 0;
+}
+
+/* --- the parent's check ------------------------------------------------------------------------------ */
+
+int cmb_case_check(const cmb_case_spec *cs, uint64_t capacity, char *reason, size_t len)
+{
+    cmb_case c;
+    memset(&c, 0, sizeof c);
+    c.spec = cs;
+    c.capacity = capacity;
+    if (!cs->scenario->check)
+        return 0;
+    return cs->scenario->check(&c, reason, len);
+}

@@ -1,0 +1,45 @@
+/* case.h - one case: a scenario under one allocator with one parameter set.
+ *
+ * The parent builds cmb_case_spec values and runs each in a fresh child
+ * process (runner.c); the child calls cmb_case_run_child, which runs the
+ * repetitions through Google Benchmark and writes every finished run to
+ * the result descriptor (wire.c).
+ */
+#ifndef CMB_CASE_H
+#define CMB_CASE_H
+
+#include "../allocators/upstream.h"
+#include "../scenarios/scenario.h"
+#include "alloc_spec.h"
+#include "cmb_bench.h"
+#include "params.h"
+
+typedef struct cmb_case_spec {
+    const cmb_scenario *scenario;
+    cmb_alloc_spec alloc;
+    cmb_param_set params;
+    cmb_mode mode;
+    uint64_t seed;
+    int device;
+    uint64_t capacity;     /* sim: device size; GPU: cap for upstream policies (0 = none) */
+    int repetitions;
+    cmb_fault_spec fault;
+    char name[CMB_BENCH_NAME_MAX];
+} cmb_case_spec;
+
+/* "scenario/allocator/k:v/..." */
+void cmb_case_spec_make_name(cmb_case_spec *cs);
+
+/* Which upstream the case uses (explicit @UP, else sim in sim mode, vmm for
+ * policies that need it, cuda otherwise). */
+cmb_upstream_kind cmb_case_upstream_kind(const cmb_case_spec *cs, const cmb_allocator_methods *m);
+
+/* Parent-side check of a case before it is scheduled: 0 runs, 1 skipped
+ * (reason says why), -1 invalid combination (reason is the error). */
+int cmb_case_check(const cmb_case_spec *cs, uint64_t capacity, char *reason, size_t len);
+
+/* Child side: runs the repetitions and writes the runs to result_fd.
+ * Returns the process exit status. */
+int cmb_case_run_child(const cmb_case_spec *cs, int result_fd);
+
+#endif /* CMB_CASE_H */

@@ -1,0 +1,43 @@
+/* list.c - cumembench --list: scenarios with their questions and
+ * parameters, and allocators with what they need. */
+#include "list.h"
+
+#include <stdio.h>
+
+#include "../allocators/registry.h"
+#include "../scenarios/scenario.h"
+
+static const char *type_name(cmb_param_type t)
+{
+    switch (t) {
+    case CMB_P_INT: return "int";
+    case CMB_P_SIZE: return "size";
+    case CMB_P_REAL: return "real";
+    case CMB_P_BOOL: return "bool";
+    case CMB_P_CHOICE: return "choice";
+    case CMB_P_TEXT: return "text";
+    }
+    return "?";
+}
+
+void cmb_list(FILE *f)
+{
+    fprintf(f, "scenarios:\n");
+    for (size_t i = 0; i < cmb_scenario_count(); i++) {
+        const cmb_scenario *s = cmb_scenario_at(i);
+        fprintf(f, "\n  %s%s\n    %s\n", s->name, (s->flags & CMB_SCN_NEEDS_GPU) ? "  (GPU only)" : "",
+                s->question);
+        for (size_t k = 0; k < s->n_params; k++) {
+            const cmb_param_spec *p = &s->params[k];
+            fprintf(f, "    --param %-14s %-6s quick=%s full=%s%s%s\n      %s\n", p->name, type_name(p->type),
+                    p->quick, p->full, p->choices ? " one of " : "", p->choices ? p->choices : "", p->help);
+        }
+    }
+    fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], or external:/path/lib.so):\n");
+    for (size_t i = 0; i < cmb_allocator_count(); i++) {
+        const cmb_allocator_entry *e = cmb_allocator_at(i);
+        const cmb_allocator_methods *m = e->methods;
+        fprintf(f, "  %-20s %s%s\n", e->name, e->summary ? e->summary : m->summary,
+                (m->flags & CMB_ALLOC_NEEDS_GPU) ? "  [GPU only]" : "");
+    }
+}

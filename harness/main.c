@@ -1,0 +1,38 @@
+/* main.c - the cumembench command. */
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "build_info.h"
+#include "cli.h"
+#include "env.h"
+#include "list.h"
+#include "runner.h"
+
+int main(int argc, char **argv)
+{
+    cmb_cli cli;
+    char err[512];
+    if (cmb_cli_parse(argc, argv, &cli, err, sizeof err)) {
+        fprintf(stderr, "cumembench: %s (see cumembench --help)\n", err);
+        return 2;
+    }
+    if (cli.help) {
+        cmb_cli_usage(stdout);
+        return 0;
+    }
+    if (cli.version) {
+        printf("cumembench %s (%s build, CUDA %d.%d)\n", CMB_GIT_REVISION, CMB_BUILD_TYPE,
+               CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+        return 0;
+    }
+    if (cli.probe_env)
+        return cmb_env_probe_main(cli.device);
+    if (cli.list) {
+        cmb_list(stdout);
+        return 0;
+    }
+    if (cli.child)
+        return cmb_run_child(&cli);
+    return cmb_run(&cli, argv[0]);
+}

@@ -1,0 +1,198 @@
+/* metered.c - timing and bookkeeping around the allocator under test. */
+#include "metered.h"
+
+#include <string.h>
+
+#include "clock.h"
+
+cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, void *state,
+                            cmb_upstream *up, size_t latency_cap, uint64_t seed)
+{
+    memset(mt, 0, sizeof *mt);
+    mt->m = m;
+    mt->state = state;
+    mt->up = up;
+    if (cmb_hashmap_init(&mt->live, 4096))
+        goto out_nomem;
+    if (cmb_latency_init(&mt->alloc_ns, latency_cap, seed))
+        goto out_free_map;
+    if (cmb_latency_init(&mt->free_ns, latency_cap, seed + 1))
+        goto out_free_alloc_lat;
+    return CMB_OK;
+
+out_free_alloc_lat:
+    cmb_latency_free(&mt->alloc_ns);
+out_free_map:
+    cmb_hashmap_free(&mt->live);
+out_nomem:
+    return CMB_ERR_HOST_NOMEM;
+}
+
+void cmb_metered_free(cmb_metered *mt)
+{
+    cmb_latency_free(&mt->alloc_ns);
+    cmb_latency_free(&mt->free_ns);
+    cmb_hashmap_free(&mt->live);
+}
+
+int cmb_metered_add_observer(cmb_metered *mt, cmb_observer_fn fn, void *ctx)
+{
+    if (mt->n_observers == (int)(sizeof mt->observers / sizeof mt->observers[0]))
+        return -1;
+    mt->observers[mt->n_observers] = fn;
+    mt->observer_ctx[mt->n_observers] = ctx;
+    mt->n_observers++;
+    return 0;
+}
+
+static void notify(cmb_metered *mt, cmb_op_kind kind, void *ptr, size_t size, cmb_stream s)
+{
+    for (int i = 0; i < mt->n_observers; i++)
+        mt->observers[i](mt->observer_ctx[i], kind, ptr, size, s, mt);
+}
+
+static void snapshot_peak(cmb_metered *mt)
+{
+    cmb_alloc_stats st;
+    if (mt->m->stats(mt->state, &st) != CMB_OK)
+        return;
+    if (!(st.valid & CMB_STAT_LARGEST_FREE))
+        return;
+    mt->at_peak = st;
+    mt->have_peak_snapshot = 1;
+}
+
+cmb_status cmb_metered_alloc(cmb_metered *mt, size_t size, cmb_stream s, void **ptr)
+{
+    uint64_t t0 = cmb_now_ns();
+    cmb_status st = mt->m->allocate(mt->state, size, s, ptr);
+    uint64_t t1 = cmb_now_ns();
+
+    if (st != CMB_OK) {
+        mt->failed_allocs++;
+        mt->last_failure = st;
+        notify(mt, CMB_OP_ALLOC_FAILED, NULL, size, s);
+        return st;
+    }
+    cmb_latency_add(&mt->alloc_ns, t1 - t0);
+    mt->allocs++;
+    if (cmb_hashmap_put(&mt->live, (uint64_t)(uintptr_t)*ptr, size)) {
+        mt->m->deallocate(mt->state, *ptr, size, s);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    int new_peak = mt->requested.current + (int64_t)size > mt->requested.peak;
+    cmb_stat_increase(&mt->requested, (int64_t)size);
+    cmb_stat_increase(&mt->blocks, 1);
+    if (new_peak)
+        snapshot_peak(mt);
+    if (mt->sample_device) {
+        uint64_t used = mt->sample_device(mt->sample_ctx);
+        if (used > mt->device_peak)
+            mt->device_peak = used;
+    }
+    notify(mt, CMB_OP_ALLOC, *ptr, size, s);
+    return CMB_OK;
+}
+
+cmb_status cmb_metered_dealloc(cmb_metered *mt, void *ptr, cmb_stream s)
+{
+    uint64_t size;
+    if (!cmb_hashmap_get(&mt->live, (uint64_t)(uintptr_t)ptr, &size)) {
+        mt->failed_frees++;
+        return CMB_ERR_INVALID;
+    }
+    uint64_t t0 = cmb_now_ns();
+    cmb_status st = mt->m->deallocate(mt->state, ptr, (size_t)size, s);
+    uint64_t t1 = cmb_now_ns();
+    if (st != CMB_OK) {
+        mt->failed_frees++;
+        mt->last_failure = st;
+        return st;
+    }
+    cmb_latency_add(&mt->free_ns, t1 - t0);
+    mt->frees++;
+    cmb_hashmap_remove(&mt->live, (uint64_t)(uintptr_t)ptr, NULL);
+    cmb_stat_decrease(&mt->requested, (int64_t)size);
+    cmb_stat_decrease(&mt->blocks, 1);
+    notify(mt, CMB_OP_FREE, ptr, (size_t)size, s);
+    return CMB_OK;
+}
+
+cmb_status cmb_metered_stats(cmb_metered *mt, cmb_alloc_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!mt->m->stats)
+        return CMB_OK;
+    return mt->m->stats(mt->state, out);
+}
+
+/* One probe: 1 when `size` can be allocated now (and is freed again), 0
+ * when not, -1 on an error that is not an out-of-memory. */
+static int try_size(cmb_metered *mt, uint64_t size, cmb_stream s, cmb_status *err)
+{
+    void *p;
+    cmb_status st = mt->m->allocate(mt->state, (size_t)size, s, &p);
+    if (st == CMB_ERR_OOM)
+        return 0;
+    if (st != CMB_OK) {
+        *err = st;
+        return -1;
+    }
+    st = mt->m->deallocate(mt->state, p, (size_t)size, s);
+    if (st != CMB_OK) {
+        *err = st;
+        return -1;
+    }
+    return 1;
+}
+
+cmb_status cmb_metered_probe_largest(cmb_metered *mt, uint64_t upper, uint64_t resolution,
+                                     cmb_stream s, uint64_t *largest)
+{
+    cmb_status err = CMB_OK;
+    uint64_t ok = 0, fail_at;
+    if (resolution == 0)
+        resolution = 1;
+    *largest = 0;
+    upper = upper / resolution * resolution;
+    if (upper == 0)
+        return CMB_OK;
+    int r = try_size(mt, upper, s, &err);
+    if (r < 0)
+        return err;
+    if (r) {
+        *largest = upper;
+        return CMB_OK;
+    }
+    fail_at = upper;
+    while (fail_at - ok > resolution) {
+        uint64_t mid = (ok + (fail_at - ok) / 2) / resolution * resolution;
+        if (mid <= ok)
+            mid = ok + resolution;
+        if (mid >= fail_at)
+            break;
+        r = try_size(mt, mid, s, &err);
+        if (r < 0)
+            return err;
+        if (r)
+            ok = mid;
+        else
+            fail_at = mid;
+    }
+    *largest = ok;
+    return CMB_OK;
+}
+
+uint64_t cmb_metered_free_all(cmb_metered *mt, cmb_stream s)
+{
+    uint64_t failures = 0, key, val;
+    size_t it = 0;
+    while (cmb_hashmap_next(&mt->live, &it, &key, &val)) {
+        if (mt->m->deallocate(mt->state, (void *)(uintptr_t)key, (size_t)val, s) != CMB_OK)
+            failures++;
+    }
+    cmb_hashmap_clear(&mt->live);
+    mt->requested.current = 0;
+    mt->blocks.current = 0;
+    return failures;
+}

@@ -1,0 +1,73 @@
+/* metered.h - the allocator under test, wrapped with the suite's meters.
+ *
+ * Every allocate and deallocate a scenario makes goes through here: the
+ * call alone is timed on the monotonic clock, then (outside the timed
+ * region) the live-block table, requested-byte counters, the snapshot at
+ * the requested peak, device-usage sampling and any observer (trace
+ * recorder, timeline) are updated. The requested-byte count kept here is
+ * independent of the allocator's own statistics, so the two can be checked
+ * against each other.
+ */
+#ifndef CMB_METERED_H
+#define CMB_METERED_H
+
+#include "../allocators/cmb_allocator.h"
+#include "../common/cmb_hashmap.h"
+#include "latency.h"
+
+struct cmb_metered;
+
+typedef enum cmb_op_kind { CMB_OP_ALLOC = 0, CMB_OP_FREE = 1, CMB_OP_ALLOC_FAILED = 2 } cmb_op_kind;
+
+typedef void (*cmb_observer_fn)(void *ctx, cmb_op_kind kind, void *ptr, size_t size, cmb_stream s,
+                                const struct cmb_metered *mt);
+
+typedef struct cmb_metered {
+    const cmb_allocator_methods *m;
+    void *state;
+    cmb_upstream *up; /* NULL for allocators that take no upstream */
+
+    cmb_stat_count requested;
+    cmb_stat_count blocks;
+    uint64_t allocs, frees, failed_allocs, failed_frees;
+    cmb_status last_failure;
+
+    cmb_latency alloc_ns;
+    cmb_latency free_ns;
+    cmb_hashmap live; /* ptr -> size */
+
+    int have_peak_snapshot;
+    cmb_alloc_stats at_peak; /* allocator stats when requested bytes peaked */
+
+    uint64_t (*sample_device)(void *ctx); /* GPU: bytes in use on the device */
+    void *sample_ctx;
+    uint64_t device_peak;
+
+    cmb_observer_fn observers[4];
+    void *observer_ctx[4];
+    int n_observers;
+} cmb_metered;
+
+cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, void *state,
+                            cmb_upstream *up, size_t latency_cap, uint64_t seed);
+void cmb_metered_free(cmb_metered *mt);
+
+int cmb_metered_add_observer(cmb_metered *mt, cmb_observer_fn fn, void *ctx);
+
+cmb_status cmb_metered_alloc(cmb_metered *mt, size_t size, cmb_stream s, void **ptr);
+cmb_status cmb_metered_dealloc(cmb_metered *mt, void *ptr, cmb_stream s);
+
+/* The allocator's own statistics (zeroed with valid == 0 when it has none). */
+cmb_status cmb_metered_stats(cmb_metered *mt, cmb_alloc_stats *out);
+
+/* Largest single allocation the allocator serves now, found by trying:
+ * `upper` first, then a binary search down to `resolution` bytes. The
+ * probes bypass the meters. */
+cmb_status cmb_metered_probe_largest(cmb_metered *mt, uint64_t upper, uint64_t resolution,
+                                     cmb_stream s, uint64_t *largest);
+
+/* Frees every block still live (bypassing the meters); returns the number
+ * of frees that failed. */
+uint64_t cmb_metered_free_all(cmb_metered *mt, cmb_stream s);
+
+#endif /* CMB_METERED_H */

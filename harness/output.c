@@ -1,0 +1,243 @@
+/* output.c - results.json, results.csv and run.log of a run. */
+#include "output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char CSV_HEADER[] =
+    "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n";
+
+/* --- directories ---------------------------------------------------------------- */
+
+static int mkdir_p(const char *path)
+{
+    char tmp[768];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0777) && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int exists(const char *dir, const char *file)
+{
+    char path[1024];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return stat(path, &st) == 0;
+}
+
+/* --- CSV ------------------------------------------------------------------------------ */
+
+void cmb_csv_field(char **buf, size_t *len, size_t *cap, const char *text, int last)
+{
+    size_t need = *len + 2 * strlen(text) + 4;
+    if (need > *cap) {
+        size_t ncap = *cap ? *cap : 4096;
+        while (ncap < need)
+            ncap *= 2;
+        char *grown = realloc(*buf, ncap);
+        if (!grown)
+            return;
+        *buf = grown;
+        *cap = ncap;
+    }
+    int quote = strpbrk(text, ",\"\n\r") != NULL;
+    char *o = *buf + *len;
+    if (quote)
+        *o++ = '"';
+    for (const char *p = text; *p; p++) {
+        if (*p == '"')
+            *o++ = '"';
+        *o++ = (*p == '\n' || *p == '\r') ? ' ' : *p;
+    }
+    if (quote)
+        *o++ = '"';
+    *o++ = last ? '\n' : ',';
+    *len = (size_t)(o - *buf);
+}
+
+typedef struct row_buf {
+    char *buf;
+    size_t len, cap;
+} row_buf;
+
+static void csv_row(row_buf *b, const cmb_output *o, const cmb_case_row *row, const char *rep, const char *status,
+                    const char *metric, const char *value, const char *error)
+{
+    const char *fields[] = {o->run_id, o->gpu,  o->mode,   row->name, row->scenario, row->allocator, row->upstream,
+                            row->params, rep,   status,    metric,    value,         error};
+    size_t n = sizeof fields / sizeof fields[0];
+    for (size_t i = 0; i < n; i++)
+        cmb_csv_field(&b->buf, &b->len, &b->cap, fields[i] ? fields[i] : "", i + 1 == n);
+}
+
+static int append_all(int fd, const char *buf, size_t len)
+{
+    while (len) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return fsync(fd);
+}
+
+static void run_rows(row_buf *b, const cmb_output *o, const cmb_case_row *row, const cmb_bench_run *r)
+{
+    char rep[32], value[64];
+    snprintf(rep, sizeof rep, "%lld", (long long)r->repetition_index);
+    if (r->error_occurred) {
+        csv_row(b, o, row, rep, "failed", "", "", r->error_message);
+        return;
+    }
+    double iters = r->iterations > 0 ? (double)r->iterations : 1.0;
+    snprintf(value, sizeof value, "%.17g", r->real_accumulated_time / iters);
+    csv_row(b, o, row, rep, "ok", "time_s", value, "");
+    snprintf(value, sizeof value, "%.17g", r->cpu_accumulated_time / iters);
+    csv_row(b, o, row, rep, "ok", "cpu_time_s", value, "");
+    for (size_t i = 0; i < r->n_counters; i++) {
+        snprintf(value, sizeof value, "%.17g", r->counters[i].value);
+        csv_row(b, o, row, rep, "ok", r->counters[i].name, value, "");
+    }
+}
+
+/* --- open / write / close ---------------------------------------------------------------- */
+
+int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const char *mode, const char *argv0,
+                    char *err, size_t errlen)
+{
+    char path[1024];
+    memset(o, 0, sizeof *o);
+    o->csv_fd = -1;
+    snprintf(o->dir, sizeof o->dir, "%s", dir);
+    const char *base = strrchr(dir, '/');
+    snprintf(o->run_id, sizeof o->run_id, "%s", base && base[1] ? base + 1 : dir);
+    snprintf(o->gpu, sizeof o->gpu, "%s", env->gpu_slug);
+    snprintf(o->mode, sizeof o->mode, "%s", mode);
+
+    if (mkdir_p(dir)) {
+        snprintf(err, errlen, "cannot create output directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (exists(dir, "results.json") || exists(dir, "results.csv")) {
+        snprintf(err, errlen, "%s already holds results; give another --out", dir);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/.write-test", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "output directory %s is not writable: %s", dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(path);
+
+    for (size_t i = 0; i < env->n; i++)
+        cmb_bench_add_context(env->key[i], env->value[i]);
+    cmb_bench_add_context("mode", mode);
+
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    o->json = cmb_bench_json_open(path, argv0, err, errlen);
+    if (!o->json)
+        goto out_fail;
+
+    snprintf(path, sizeof path, "%s/results.csv", dir);
+    o->csv_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (o->csv_fd < 0 || append_all(o->csv_fd, CSV_HEADER, sizeof CSV_HEADER - 1)) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        goto out_fail;
+    }
+    snprintf(path, sizeof path, "%s/run.log", dir);
+    o->log = fopen(path, "w");
+    if (!o->log) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        goto out_fail;
+    }
+    return 0;
+
+out_fail:
+    if (o->csv_fd >= 0)
+        close(o->csv_fd);
+    if (o->json)
+        cmb_bench_json_close(o->json, err, 0);
+    o->json = NULL;
+    return -1;
+}
+
+int cmb_output_case(cmb_output *o, const cmb_case_row *row, const cmb_bench_run *runs, size_t n, char *err,
+                    size_t errlen)
+{
+    row_buf b = {0};
+    for (size_t i = 0; i < n; i++)
+        if (!runs[i].is_aggregate)
+            run_rows(&b, o, row, &runs[i]);
+    int rc = cmb_bench_json_add(o->json, runs, n, err, errlen);
+    if (b.len && append_all(o->csv_fd, b.buf, b.len)) {
+        snprintf(err, errlen, "cannot append to %s/results.csv: %s", o->dir, strerror(errno));
+        rc = -1;
+    }
+    free(b.buf);
+    return rc;
+}
+
+int cmb_output_case_status(cmb_output *o, const cmb_case_row *row, const char *status, const char *reason,
+                           char *err, size_t errlen)
+{
+    row_buf b = {0};
+    int rc = 0;
+    csv_row(&b, o, row, "", status, "", "", reason);
+    if (b.len && append_all(o->csv_fd, b.buf, b.len)) {
+        snprintf(err, errlen, "cannot append to %s/results.csv: %s", o->dir, strerror(errno));
+        rc = -1;
+    }
+    free(b.buf);
+    if (rc == 0 && !strcmp(status, "failed")) {
+        /* In the JSON a failed case is an entry with error_occurred, as the
+         * library itself records a benchmark that skipped with an error. */
+        cmb_bench_run *r = calloc(1, sizeof *r);
+        if (!r)
+            return -1;
+        snprintf(r->name, sizeof r->name, "%s", row->name);
+        r->repetition_index = 0;
+        r->repetitions = 1;
+        r->iterations = 0;
+        r->threads = 1;
+        r->time_unit = CMB_UNIT_MS;
+        r->error_occurred = 1;
+        snprintf(r->error_message, sizeof r->error_message, "%s", reason);
+        rc = cmb_bench_json_add(o->json, r, 1, err, errlen);
+        free(r);
+    }
+    return rc;
+}
+
+int cmb_output_close(cmb_output *o, char *err, size_t errlen)
+{
+    int rc = 0;
+    if (o->json && cmb_bench_json_close(o->json, err, errlen))
+        rc = -1;
+    o->json = NULL;
+    if (o->csv_fd >= 0)
+        close(o->csv_fd);
+    o->csv_fd = -1;
+    if (o->log)
+        fclose(o->log);
+    o->log = NULL;
+    return rc;
+}

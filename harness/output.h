@@ -1,0 +1,52 @@
+/* output.h - the files a run writes into its output directory:
+ *   results.json - Google Benchmark JSON (context block with the
+ *                  environment; one entry per repetition and aggregate,
+ *                  every metric a counter), written by the library's own
+ *                  reporter and kept valid after every case;
+ *   results.csv  - the same numbers, tidy: one row per case, repetition
+ *                  and metric, plus one row per failed or skipped case;
+ *   run.log      - everything the case processes printed.
+ */
+#ifndef CMB_OUTPUT_H
+#define CMB_OUTPUT_H
+
+#include <stdio.h>
+
+#include "cmb_bench.h"
+#include "env.h"
+
+typedef struct cmb_output {
+    char dir[768];
+    char run_id[128];
+    char gpu[96];
+    char mode[8];
+    cmb_bench_json *json;
+    int csv_fd;
+    FILE *log;
+} cmb_output;
+
+/* What identifies a case in the CSV. */
+typedef struct cmb_case_row {
+    const char *name;
+    const char *scenario;
+    const char *allocator;
+    const char *upstream;
+    const char *params;
+} cmb_case_row;
+
+/* Creates the directory (refusing one that already holds results) and
+ * the three files. 0, or -1 with a one-line reason. */
+int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const char *mode, const char *argv0,
+                    char *err, size_t errlen);
+/* Writes a finished case: its runs to JSON and CSV. */
+int cmb_output_case(cmb_output *o, const cmb_case_row *row, const cmb_bench_run *runs, size_t n, char *err,
+                    size_t errlen);
+/* A case that produced no runs: failed (crash, timeout) or skipped. */
+int cmb_output_case_status(cmb_output *o, const cmb_case_row *row, const char *status, const char *reason,
+                           char *err, size_t errlen);
+int cmb_output_close(cmb_output *o, char *err, size_t errlen);
+
+/* Appends `text` to a buffer for CSV, quoting it when needed. */
+void cmb_csv_field(char **buf, size_t *len, size_t *cap, const char *text, int last);
+
+#endif /* CMB_OUTPUT_H */

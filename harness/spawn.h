@@ -1,0 +1,41 @@
+/* spawn.h - running a case (or the GPU probe) in a child process.
+ *
+ * The child is started with posix_spawn in a process group of its own; its
+ * descriptor 3 carries result records, its stdout and stderr are captured
+ * (copied to the run's log and kept as a tail for error messages). A child
+ * that outlives its timeout, or any child when the user interrupts the run,
+ * is killed with its whole group. */
+#ifndef CMB_SPAWN_H
+#define CMB_SPAWN_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct cmb_child_result {
+    int ok;          /* exited with status 0                          */
+    int exited;
+    int exit_code;
+    int signaled;
+    int signal_no;
+    int timed_out;
+    int interrupted; /* the run was interrupted (SIGINT / SIGTERM)     */
+    double seconds;
+    char tail[1536]; /* end of the child's stdout + stderr             */
+} cmb_child_result;
+
+typedef void (*cmb_spawn_data_fn)(void *ctx, const char *data, size_t len);
+
+/* Set by the parent's SIGINT/SIGTERM handler (cmb_spawn_install_signals). */
+extern volatile sig_atomic_t cmb_interrupted;
+void cmb_spawn_install_signals(void);
+
+/* Runs argv[0] with argv; returns 0 when the child could be started (its
+ * fate is in *res), -1 when it could not. */
+int cmb_spawn_run(char *const argv[], double timeout_s, cmb_spawn_data_fn result_fn, void *result_ctx,
+                  cmb_spawn_data_fn out_fn, void *out_ctx, FILE *log, cmb_child_result *res);
+
+/* "exit status 3", "killed by SIGSEGV (Segmentation fault)", "timed out after 600 s" */
+void cmb_child_result_describe(const cmb_child_result *res, char *out, size_t len);
+
+#endif /* CMB_SPAWN_H */

@@ -1,0 +1,28 @@
+/* registry.c - the scenarios, in the order runs and --list show them. */
+#include <string.h>
+
+#include "scenario.h"
+
+extern const cmb_scenario cmb_scenario_churn;
+
+static const cmb_scenario *const scenarios[] = {
+    &cmb_scenario_churn,
+};
+
+size_t cmb_scenario_count(void)
+{
+    return sizeof scenarios / sizeof scenarios[0];
+}
+
+const cmb_scenario *cmb_scenario_at(size_t i)
+{
+    return i < cmb_scenario_count() ? scenarios[i] : NULL;
+}
+
+const cmb_scenario *cmb_scenario_find(const char *name)
+{
+    for (size_t i = 0; i < cmb_scenario_count(); i++)
+        if (!strcmp(scenarios[i]->name, name))
+            return scenarios[i];
+    return NULL;
+}

@@ -1,0 +1,137 @@
+/* scenario.h - what a scenario is, and the calls a scenario makes.
+ *
+ * A scenario is one file that exports one cmb_scenario: a name, the user
+ * question it answers, its parameters (with quick and full presets; a
+ * comma list in a preset is a sweep), and run(), which performs ONE
+ * repetition of the case under the allocator given in the case context.
+ *
+ * run() allocates only through cmb_alloc / cmb_free (so every operation is
+ * metered), reports the time of its measured region with cmb_case_set_time,
+ * adds its own counters with cmb_case_counter, and returns CMB_OK or a
+ * failure with cmb_case_fail(). Blocks still live when it returns are left
+ * for the harness: it probes the largest allocation that still fits, then
+ * frees them (unless the scenario keeps them to show a leak).
+ */
+#ifndef CMB_SCENARIO_H
+#define CMB_SCENARIO_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../allocators/cmb_allocator.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- parameters ------------------------------------------------------------ */
+
+typedef enum cmb_param_type {
+    CMB_P_INT,    /* non-negative integer                  */
+    CMB_P_SIZE,   /* bytes, with units: 64KiB, 2MiB, 1GiB  */
+    CMB_P_REAL,   /* finite number                         */
+    CMB_P_BOOL,   /* true/false                            */
+    CMB_P_CHOICE, /* one of `choices`, separated by '|'    */
+    CMB_P_TEXT    /* free text without ',' or ';' (paths)  */
+} cmb_param_type;
+
+typedef struct cmb_param_spec {
+    const char *name;
+    cmb_param_type type;
+    const char *quick;   /* value(s) under --preset quick            */
+    const char *full;    /* value(s) under --preset full             */
+    double min, max;     /* inclusive bounds for INT, SIZE, REAL     */
+    const char *choices; /* CHOICE: "uniform|loguniform|bimodal"     */
+    const char *help;
+} cmb_param_spec;
+
+/* --- the scenario table ---------------------------------------------------------- */
+
+typedef struct cmb_case cmb_case;
+
+enum {
+    CMB_SCN_NEEDS_GPU = 1u << 0,   /* nothing to simulate: skipped in sim mode   */
+    CMB_SCN_MICRO = 1u << 1,       /* a micro-benchmark: the library chooses the
+                                      iteration count; run() drives the loop with
+                                      cmb_case_keep_running                       */
+    CMB_SCN_NO_PROBE = 1u << 2     /* skip the capacity probe after run()         */
+};
+
+typedef struct cmb_scenario {
+    const char *name;
+    const char *question;           /* the user's question it answers          */
+    const cmb_param_spec *params;
+    size_t n_params;
+    unsigned flags;
+    /* Optional sweeps per preset: NULL-terminated lists of "k=v,v;k=v"
+     * override sets; each is a grid over the parameters it names (the rest
+     * take the preset's value) and the preset runs the union of the grids.
+     * NULL: one grid of the preset values. */
+    const char *const *quick_grids;
+    const char *const *full_grids;
+    /* Optional: reject a combination of values (one line into err), or say
+     * that it does not fit this device (return 1 and a reason: skipped). */
+    int (*check)(const cmb_case *c, char *err, size_t errlen);
+    cmb_status (*run)(cmb_case *c);
+} cmb_scenario;
+
+/* --- calls available to run() ------------------------------------------------------ */
+
+typedef enum cmb_mode { CMB_MODE_SIM = 0, CMB_MODE_GPU = 1 } cmb_mode;
+
+cmb_mode cmb_case_mode(const cmb_case *c);
+uint64_t cmb_case_seed(const cmb_case *c);
+int cmb_case_device(const cmb_case *c);
+/* Device bytes available to the case (sim: the capacity; GPU: free memory
+ * when the case started, or the --capacity cap if lower). */
+uint64_t cmb_case_capacity(const cmb_case *c);
+const char *cmb_case_allocator_name(const cmb_case *c);
+
+/* Parameter values of this case (validated before run() is called). */
+uint64_t cmb_param_u64(const cmb_case *c, const char *name);
+double cmb_param_real(const cmb_case *c, const char *name);
+int cmb_param_bool(const cmb_case *c, const char *name);
+const char *cmb_param_str(const cmb_case *c, const char *name);
+
+/* Allocation through the allocator under test (metered). */
+cmb_status cmb_alloc(cmb_case *c, size_t size, cmb_stream s, void **ptr);
+cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s);
+/* Size of a live block (0 when unknown). */
+size_t cmb_block_size(const cmb_case *c, void *ptr);
+cmb_status cmb_case_trim(cmb_case *c);
+/* Bytes requested and live now, and their peak so far. */
+uint64_t cmb_case_live_bytes(const cmb_case *c);
+
+/* Streams: index 0..n-1; created on first use (sim: stand-in handles). */
+cmb_stream cmb_case_stream(cmb_case *c, int index);
+/* Waits for all work on the device (no-op in sim). */
+cmb_status cmb_case_sync(cmb_case *c);
+
+/* The time of this repetition's measured region, in seconds. */
+void cmb_case_set_time(cmb_case *c, double seconds);
+/* A scenario counter; bytes_like prints with 1024 multiples. */
+void cmb_case_counter(cmb_case *c, const char *name, double value);
+/* A note for the output (e.g. "GPU kernels skipped in sim mode"). */
+void cmb_case_note(cmb_case *c, const char *fmt, ...);
+/* Record why the case failed; returns `status` for `return cmb_case_fail(...)`. */
+cmb_status cmb_case_fail(cmb_case *c, cmb_status status, const char *fmt, ...);
+/* Leave live blocks unfreed at the end (leak-check scenarios). */
+void cmb_case_keep_live_blocks(cmb_case *c);
+
+/* Micro-benchmarks (CMB_SCN_MICRO): the library's iteration loop. */
+int cmb_case_keep_running(cmb_case *c);
+void cmb_case_pause_timing(cmb_case *c);
+void cmb_case_resume_timing(cmb_case *c);
+
+/* --- the registry ---------------------------------------------------------------------- */
+
+size_t cmb_scenario_count(void);
+const cmb_scenario *cmb_scenario_at(size_t i);
+const cmb_scenario *cmb_scenario_find(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CMB_SCENARIO_H */
