@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../common/cmb_hashmap.h"
+#include "../common/cmb_rbtree.h"
 #include "../common/cmb_rng.h"
 
 /* --- private state --------------------------------------------------------- */
@@ -25,18 +26,38 @@ typedef struct reservation {
     size_t mapped_pages;
 } reservation;
 
+/* An index of live alloc() results by address, for containment checks. */
+typedef struct live_range {
+    cmb_rbnode node;
+    uintptr_t start;
+    size_t size;
+} live_range;
+
 typedef struct upstream_impl {
     const _cmb_backend *be;
     void *be_state;
     cmb_upstream_config cfg;
     cmb_rng fault_rng;
     uint64_t requests;
-    cmb_hashmap live; /* ptr -> size of alloc() results */
+    cmb_hashmap live;   /* ptr -> live_range* of alloc() results */
+    cmb_rbtree ranges;  /* the same ranges, ordered by address */
     reservation *res;
     size_t n_res, cap_res;
     uint64_t misuse;
     char last_misuse[192];
 } upstream_impl;
+
+static int range_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
+{
+    uintptr_t x = cmb_rb_entry(a, live_range, node)->start, y = cmb_rb_entry(b, live_range, node)->start;
+    return (x > y) - (x < y);
+}
+
+static int range_key_cmp(const void *key, const cmb_rbnode *n)
+{
+    uintptr_t k = *(const uintptr_t *)key, y = cmb_rb_entry(n, live_range, node)->start;
+    return (k > y) - (k < y);
+}
 
 static inline upstream_impl *impl_of(const cmb_upstream *u)
 {
@@ -140,10 +161,15 @@ static cmb_status acct_alloc(cmb_upstream *u, size_t size, cmb_stream s, void **
         u->stats.failed_calls++;
         return st;
     }
-    if (cmb_hashmap_put(&im->live, (uint64_t)(uintptr_t)*ptr, size)) {
+    live_range *r = malloc(sizeof *r);
+    if (!r || cmb_hashmap_put(&im->live, (uint64_t)(uintptr_t)*ptr, (uint64_t)(uintptr_t)r)) {
+        free(r);
         im->be->free(im->be_state, *ptr, size, s);
         return CMB_ERR_HOST_NOMEM;
     }
+    r->start = (uintptr_t)*ptr;
+    r->size = size;
+    cmb_rb_insert(&im->ranges, &r->node, range_cmp);
     held_add(u, size);
     return CMB_OK;
 }
@@ -151,16 +177,18 @@ static cmb_status acct_alloc(cmb_upstream *u, size_t size, cmb_stream s, void **
 static cmb_status acct_free(cmb_upstream *u, void *ptr, size_t size, cmb_stream s)
 {
     upstream_impl *im = impl_of(u);
-    uint64_t known;
-    if (!cmb_hashmap_get(&im->live, (uint64_t)(uintptr_t)ptr, &known))
+    uint64_t v;
+    if (!cmb_hashmap_get(&im->live, (uint64_t)(uintptr_t)ptr, &v))
         return misuse(u, "free of %p, which this upstream did not allocate", ptr);
-    if (known != size)
-        return misuse(u, "free of %p with size %zu; it was allocated with %llu", ptr, size,
-                      (unsigned long long)known);
+    live_range *r = (live_range *)(uintptr_t)v;
+    if (r->size != size)
+        return misuse(u, "free of %p with size %zu; it was allocated with %zu", ptr, size, r->size);
     cmb_status st = im->be->free(im->be_state, ptr, size, s);
     if (st != CMB_OK)
         return st;
     cmb_hashmap_remove(&im->live, (uint64_t)(uintptr_t)ptr, NULL);
+    cmb_rb_erase(&im->ranges, &r->node);
+    free(r);
     held_sub(u, size);
     return CMB_OK;
 }
@@ -416,6 +444,7 @@ cmb_status cmb_upstream_open(const cmb_upstream_config *cfg, cmb_upstream **out,
     }
     im->be = be;
     im->cfg = *cfg;
+    cmb_rb_init(&im->ranges);
     cmb_rng_seed(&im->fault_rng, cfg->fault.seed);
     st = be->open(cfg, &im->be_state, &u->granularity, &u->alignment, err, errlen);
     if (st != CMB_OK)
@@ -441,8 +470,11 @@ int64_t cmb_upstream_close(cmb_upstream *u)
     upstream_impl *im = impl_of(u);
     int64_t leaked = u->stats.held_current;
     uint64_t key, val;
-    for (size_t it = 0; cmb_hashmap_next(&im->live, &it, &key, &val);)
-        im->be->free(im->be_state, (void *)(uintptr_t)key, (size_t)val, NULL);
+    for (size_t it = 0; cmb_hashmap_next(&im->live, &it, &key, &val);) {
+        live_range *r = (live_range *)(uintptr_t)val;
+        im->be->free(im->be_state, (void *)(uintptr_t)key, r->size, NULL);
+        free(r);
+    }
     for (size_t i = 0; i < im->n_res; i++) {
         unmap_all_pages(u, &im->res[i]);
         im->be->va_release(im->be_state, (void *)im->res[i].va, im->res[i].size);
@@ -470,6 +502,24 @@ uint64_t cmb_upstream_device_peak(const cmb_upstream *u)
     if (im->be->device_peak)
         return im->be->device_peak(im->be_state);
     return (uint64_t)u->stats.held_peak;
+}
+
+int cmb_upstream_contains(const cmb_upstream *u, const void *ptr, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    uintptr_t a = (uintptr_t)ptr;
+    cmb_rbnode *n = cmb_rb_floor(&im->ranges, &a, range_key_cmp);
+    if (n) {
+        live_range *r = cmb_rb_entry(n, live_range, node);
+        if (a - r->start <= r->size && size <= r->size - (a - r->start))
+            return 1;
+    }
+    reservation *r = find_reservation(im, a, size);
+    if (!r || !size)
+        return 0;
+    size_t first = (a - r->va) / u->granularity;
+    size_t last = (a + size - 1 - r->va) / u->granularity;
+    return pages_all(r, first, last - first + 1, 1);
 }
 
 uint64_t cmb_upstream_misuse_count(const cmb_upstream *u)

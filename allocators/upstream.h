@@ -61,6 +61,10 @@ int64_t cmb_upstream_close(cmb_upstream *u);
 /* Validation failures (free of an unknown pointer, double map, ...) are
  * counted; a correct policy keeps this at zero. */
 uint64_t cmb_upstream_misuse_count(const cmb_upstream *u);
+
+/* 1 when [ptr, ptr+size) lies inside one live alloc() result or inside
+ * mapped pages of one reservation: memory a policy may hand out. */
+int cmb_upstream_contains(const cmb_upstream *u, const void *ptr, size_t size);
 const char *cmb_upstream_last_misuse(const cmb_upstream *u);
 
 /* --- backends (upstream_sim.c, upstream_cuda.c, upstream_vmm.c) ---------- */

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what cumembench needs from Debian's packages (as root), or says
+# exactly what to install. The CUDA toolkit (nvcc, cudart, cuBLAS, CCCL) is
+# expected at /usr/local/cuda or on PATH; it does not come from Debian.
+set -euo pipefail
+
+packages=(cmake make g++ pkg-config git libbenchmark-dev libbenchmark-tools libcmocka-dev
+          gnuplot-nox python3-matplotlib python3-scipy)
+[ -n "${CMB_EXTRA_PACKAGES:-}" ] && packages+=(${CMB_EXTRA_PACKAGES})
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "cumembench: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+  else
+    echo "cumembench: missing packages; run: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "cumembench: the CUDA toolkit (nvcc) is needed: install CUDA 12 or 13 to /usr/local/cuda" >&2
+  exit 1
+fi

@@ -1,0 +1,204 @@
+/* test_sim_upstream.c - the sim upstream and the accounting layer:
+ * byte accounting, capacity, alignment, misuse detection, VMM pages,
+ * fault injection (Nth, every Kth, random, capacity cap), leak on close. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "allocators/upstream.h"
+
+static cmb_upstream *open_sim(uint64_t capacity, cmb_fault_spec fault)
+{
+    cmb_upstream_config cfg;
+    cmb_upstream *u = NULL;
+    char err[256];
+    cmb_upstream_config_default(&cfg);
+    cfg.sim_capacity = capacity;
+    cfg.fault = fault;
+    assert_int_equal(cmb_upstream_open(&cfg, &u, err, sizeof err), CMB_OK);
+    return u;
+}
+
+static void accounting_and_alignment(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1ull << 30, (cmb_fault_spec){0});
+    void *a, *b;
+    assert_int_equal(cmb_up_alloc(u, 1000, NULL, &a), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 3u << 20, NULL, &b), CMB_OK);
+    assert_int_equal((uintptr_t)a % 512, 0);
+    assert_int_equal((uintptr_t)b % (2u << 20), 0); /* large blocks: page aligned */
+    assert_int_equal(u->stats.held_current, 1000 + (3 << 20));
+    /* device bytes round each allocation up to 512 */
+    assert_int_equal(cmb_upstream_device_used(u), 1024 + (3u << 20));
+    assert_int_equal(cmb_up_free(u, a, 1000, NULL), CMB_OK);
+    assert_int_equal(u->stats.held_current, 3 << 20);
+    assert_int_equal(u->stats.held_peak, 1000 + (3 << 20));
+    assert_int_equal(u->stats.alloc_calls, 2);
+    assert_int_equal(u->stats.free_calls, 1);
+    assert_int_equal(cmb_upstream_close(u), 3 << 20); /* b leaked */
+}
+
+static void capacity_is_enforced(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(10u << 20, (cmb_fault_spec){0});
+    void *a, *b;
+    size_t f, t;
+    assert_int_equal(cmb_up_alloc(u, 8u << 20, NULL, &a), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 3u << 20, NULL, &b), CMB_ERR_OOM);
+    assert_int_equal(cmb_up_mem_info(u, &f, &t), CMB_OK);
+    assert_int_equal(t, 10u << 20);
+    assert_int_equal(f, 2u << 20);
+    assert_int_equal(cmb_up_alloc(u, 2u << 20, NULL, &b), CMB_OK);
+    assert_int_equal(u->stats.failed_calls, 1);
+    assert_int_equal(cmb_upstream_close(u), 10 << 20);
+}
+
+static void misuse_is_refused_and_counted(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1ull << 30, (cmb_fault_spec){0});
+    void *a;
+    assert_int_equal(cmb_up_alloc(u, 4096, NULL, &a), CMB_OK);
+    assert_int_equal(cmb_up_free(u, (char *)a + 512, 4096, NULL), CMB_ERR_INVALID);
+    assert_int_equal(cmb_up_free(u, a, 4095, NULL), CMB_ERR_INVALID);
+    assert_int_equal(cmb_upstream_misuse_count(u), 2);
+    assert_non_null(cmb_upstream_last_misuse(u));
+    assert_int_equal(cmb_up_free(u, a, 4096, NULL), CMB_OK);
+    assert_int_equal(cmb_up_free(u, a, 4096, NULL), CMB_ERR_INVALID); /* double free */
+    assert_int_equal(cmb_upstream_misuse_count(u), 3);
+    assert_int_equal(cmb_upstream_close(u), 0);
+}
+
+static void vmm_pages(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(64u << 20, (cmb_fault_spec){0});
+    const size_t g = u->granularity;
+    void *va;
+    assert_int_equal(g, 2u << 20);
+    assert_int_equal(cmb_up_va_reserve(u, 16 * g, &va), CMB_OK);
+    assert_int_equal(u->stats.held_current, 0); /* address space is free */
+    assert_int_equal(cmb_up_map(u, va, 4 * g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, (char *)va + 2 * g, 2 * g), CMB_ERR_INVALID); /* already mapped */
+    assert_int_equal(cmb_up_map(u, (char *)va + 1, g), CMB_ERR_INVALID);         /* unaligned */
+    assert_int_equal(cmb_up_map(u, (char *)va + 15 * g, 2 * g), CMB_ERR_INVALID); /* past the end */
+    assert_int_equal(u->stats.held_current, 4 * g);
+    assert_int_equal(cmb_up_unmap(u, (char *)va + g, g), CMB_OK); /* a hole */
+    assert_int_equal(cmb_up_unmap(u, (char *)va + g, g), CMB_ERR_INVALID);
+    assert_int_equal(u->stats.held_current, 3 * g);
+    /* the device has 64 MiB: 29 more pages do not fit, 29 - 0 = ... */
+    assert_int_equal(cmb_up_map(u, (char *)va + 4 * g, 12 * g), CMB_OK);
+    assert_int_equal(cmb_upstream_device_used(u), 15 * g);
+    assert_int_equal(cmb_up_va_release(u, va, 16 * g), CMB_OK); /* unmaps what is left (misuse) */
+    assert_int_equal(cmb_upstream_misuse_count(u), 5);
+    assert_int_equal(u->stats.held_current, 0);
+    assert_int_equal(cmb_upstream_close(u), 0);
+}
+
+static int count_failures(cmb_upstream *u, int requests)
+{
+    int failed = 0;
+    for (int i = 0; i < requests; i++) {
+        void *p;
+        cmb_status st = cmb_up_alloc(u, 4096, NULL, &p);
+        if (st == CMB_ERR_OOM)
+            failed++;
+        else
+            assert_int_equal(cmb_up_free(u, p, 4096, NULL), CMB_OK);
+    }
+    return failed;
+}
+
+static void fault_nth_and_every(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1ull << 30, (cmb_fault_spec){.fail_nth = 3});
+    void *p;
+    assert_int_equal(cmb_up_alloc(u, 512, NULL, &p), CMB_OK);
+    assert_int_equal(cmb_up_free(u, p, 512, NULL), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 512, NULL, &p), CMB_OK);
+    assert_int_equal(cmb_up_free(u, p, 512, NULL), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 512, NULL, &p), CMB_ERR_OOM); /* the 3rd */
+    assert_int_equal(count_failures(u, 100), 0);
+    assert_int_equal(u->stats.injected_faults, 1);
+    assert_int_equal(cmb_upstream_close(u), 0);
+
+    u = open_sim(1ull << 30, (cmb_fault_spec){.fail_every = 7});
+    assert_int_equal(count_failures(u, 70), 10);
+    assert_int_equal(cmb_upstream_close(u), 0);
+}
+
+static void fault_random_is_seeded(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1ull << 30, (cmb_fault_spec){.fail_prob = 0.25, .seed = 7});
+    int a = count_failures(u, 4000);
+    cmb_upstream_close(u);
+    u = open_sim(1ull << 30, (cmb_fault_spec){.fail_prob = 0.25, .seed = 7});
+    int b = count_failures(u, 4000);
+    cmb_upstream_close(u);
+    assert_int_equal(a, b);       /* same seed, same failures */
+    assert_in_range(a, 850, 1150); /* about a quarter */
+}
+
+static void fault_capacity_cap(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1ull << 30, (cmb_fault_spec){.cap_bytes = 5u << 20});
+    void *a, *b;
+    size_t f, t;
+    assert_int_equal(cmb_up_alloc(u, 4u << 20, NULL, &a), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 2u << 20, NULL, &b), CMB_ERR_OOM);
+    assert_int_equal(cmb_up_mem_info(u, &f, &t), CMB_OK);
+    assert_int_equal(t, 5u << 20);
+    assert_int_equal(f, 1u << 20);
+    assert_int_equal(cmb_up_free(u, a, 4u << 20, NULL), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 5u << 20, NULL, &b), CMB_OK);
+    assert_int_equal(cmb_upstream_close(u), 5 << 20);
+}
+
+static void events_complete_at_once(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1u << 20, (cmb_fault_spec){0});
+    cmb_event ev;
+    assert_int_equal(cmb_up_event_record(u, (cmb_stream)(uintptr_t)2, &ev), CMB_OK);
+    assert_int_equal(cmb_up_event_query(u, ev), CMB_OK);
+    assert_int_equal(cmb_up_event_destroy(u, ev), CMB_OK);
+    assert_int_equal(cmb_up_stream_sync(u, NULL), CMB_OK);
+    cmb_upstream_close(u);
+}
+
+static void bad_configuration(void **state)
+{
+    (void)state;
+    cmb_upstream_config cfg;
+    cmb_upstream *u = NULL;
+    char err[256] = "";
+    cmb_upstream_config_default(&cfg);
+    cfg.sim_alignment = 300; /* not a power of two */
+    assert_int_equal(cmb_upstream_open(&cfg, &u, err, sizeof err), CMB_ERR_INVALID);
+    assert_null(u);
+    assert_true(err[0] != '\0');
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(accounting_and_alignment),
+        cmocka_unit_test(capacity_is_enforced),
+        cmocka_unit_test(misuse_is_refused_and_counted),
+        cmocka_unit_test(vmm_pages),
+        cmocka_unit_test(fault_nth_and_every),
+        cmocka_unit_test(fault_random_is_seeded),
+        cmocka_unit_test(fault_capacity_cap),
+        cmocka_unit_test(events_complete_at_once),
+        cmocka_unit_test(bad_configuration),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
