@@ -154,6 +154,11 @@ uint64_t cmb_case_live_bytes(const cmb_case *c)
     return (uint64_t)c->mt.requested.current;
 }
 
+cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out)
+{
+    return cmb_metered_stats(&c->mt, out);
+}
+
 cmb_stream cmb_case_stream(cmb_case *c, int index)
 {
     if (index < 0 || index >= CMB_MAX_STREAMS)
@@ -269,6 +274,106 @@ static uint64_t gpu_sample_used(void *ctx)
     cmb_case *c = ctx;
     uint64_t f = gpu_free_bytes();
     return c->free_at_start > f ? c->free_at_start - f : 0;
+}
+
+/* --- a fresh allocator inside a repetition ------------------------------------------- */
+
+typedef struct saved_instance {
+    cmb_upstream *up;
+    void *state;
+    int have_state;
+    cmb_metered mt;
+    int have_mt;
+    uint64_t capacity;
+    uint64_t free_at_start;
+} saved_instance;
+
+static void save_instance(cmb_case *c, saved_instance *s)
+{
+    s->up = c->up;
+    s->state = c->state;
+    s->have_state = c->have_state;
+    s->mt = c->mt;
+    s->have_mt = c->have_mt;
+    s->capacity = c->capacity;
+    s->free_at_start = c->free_at_start;
+}
+
+static void restore_instance(cmb_case *c, const saved_instance *s)
+{
+    c->up = s->up;
+    c->state = s->state;
+    c->have_state = s->have_state;
+    c->mt = s->mt;
+    c->have_mt = s->have_mt;
+    c->capacity = s->capacity;
+    c->free_at_start = s->free_at_start;
+}
+
+static cmb_status open_upstream(cmb_case *c);
+static cmb_status create_allocator(cmb_case *c);
+
+cmb_status cmb_case_with_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
+                                         cmb_alloc_stats *stats)
+{
+    saved_instance outer;
+    cmb_status st = CMB_OK;
+    save_instance(c, &outer);
+    c->up = NULL;
+    c->state = NULL;
+    c->have_state = 0;
+    c->have_mt = 0;
+    if (capacity)
+        c->capacity = capacity;
+    uint64_t cap_for_upstream = capacity;
+    if ((c->m->flags & CMB_ALLOC_USES_UPSTREAM)) {
+        cmb_upstream_config ucfg;
+        char err[256];
+        cmb_upstream_config_default(&ucfg);
+        ucfg.kind = c->up_kind;
+        ucfg.device = c->spec->device;
+        ucfg.fault = c->spec->fault;
+        if (ucfg.kind == CMB_UPSTREAM_SIM)
+            ucfg.sim_capacity = c->capacity;
+        else if (cap_for_upstream || c->spec->capacity)
+            ucfg.fault.cap_bytes = cap_for_upstream ? cap_for_upstream : c->spec->capacity;
+        st = cmb_upstream_open(&ucfg, &c->up, err, sizeof err);
+        if (st != CMB_OK) {
+            cmb_case_fail(c, st, "%s", err);
+            goto out_restore;
+        }
+    }
+    if (c->spec->mode == CMB_MODE_GPU)
+        c->free_at_start = gpu_free_bytes();
+    st = create_allocator(c);
+    if (st != CMB_OK)
+        goto out_close;
+    st = cmb_metered_init(&c->mt, c->m, c->state, c->up, 1u << 16, c->spec->seed);
+    if (st != CMB_OK)
+        goto out_destroy;
+    c->have_mt = 1;
+    if (c->spec->mode == CMB_MODE_GPU) {
+        c->mt.sample_device = gpu_sample_used;
+        c->mt.sample_ctx = c;
+    }
+    st = fn(c, arg);
+    if (stats) {
+        cmb_metered_stats(&c->mt, stats);
+        stats->requested = c->mt.requested;
+        stats->valid |= CMB_STAT_REQUESTED;
+    }
+    cmb_metered_free_all(&c->mt, cmb_case_stream(c, 0));
+    if (c->spec->mode == CMB_MODE_GPU)
+        cudaDeviceSynchronize();
+    cmb_metered_free(&c->mt);
+out_destroy:
+    c->m->destroy(c->state);
+out_close:
+    if (c->up)
+        cmb_upstream_close(c->up);
+out_restore:
+    restore_instance(c, &outer);
+    return st;
 }
 
 /* --- one repetition ------------------------------------------------------------------------ */

@@ -103,6 +103,20 @@ cmb_status cmb_case_trim(cmb_case *c);
 /* Bytes requested and live now, and their peak so far. */
 uint64_t cmb_case_live_bytes(const cmb_case *c);
 
+/* The allocator's own statistics now (valid == 0 when it keeps none). */
+cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out);
+
+/* Runs fn on a fresh instance of the allocator under test (a new upstream
+ * too), with `capacity` bytes of device (sim: the simulated size; GPU: a
+ * cap for upstream policies, 0 = as the case). Inside fn, cmb_alloc/cmb_free
+ * and the statistics calls use the fresh instance; its peaks are returned
+ * in *stats (requested from the meters, the rest from the allocator) and it
+ * is destroyed before this returns. For sweeps (largest batch that fits)
+ * and searches (smallest capacity a trace fits in). */
+typedef cmb_status (*cmb_fresh_fn)(cmb_case *c, void *arg);
+cmb_status cmb_case_with_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
+                                         cmb_alloc_stats *stats);
+
 /* Streams: index 0..n-1; created on first use (sim: stand-in handles). */
 cmb_stream cmb_case_stream(cmb_case *c, int index);
 /* Waits for all work on the device (no-op in sim). */
