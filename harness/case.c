@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -21,12 +22,13 @@
 #include "../common/cmb_units.h"
 #include "../allocators/upstream.h"
 #include "clock.h"
+#include "holder.h"
 #include "metered.h"
 #include "metrics.h"
 #include "wire.h"
 
 #define CMB_MAX_STREAMS 16
-#define CMB_MAX_CASE_COUNTERS 48
+#define CMB_MAX_CASE_COUNTERS 80
 #define LATENCY_SAMPLES (1u << 22)
 
 typedef struct case_counter {
@@ -61,6 +63,11 @@ struct cmb_case {
     cmb_stream streams[CMB_MAX_STREAMS];
     int poisoned;
     char poison_msg[480];
+
+    /* memory held outside the allocator (cmb_case_hold_device_memory) */
+    cmb_holder holder;
+    int holding;            /* 1: a holder process; 2: a sim cap          */
+    uint64_t saved_cap;
 };
 
 /* --- names ---------------------------------------------------------------------- */
@@ -376,6 +383,62 @@ out_restore:
     return st;
 }
 
+/* --- device memory held outside the allocator ------------------------------------------- */
+
+static int sim_upstream(const cmb_case *c)
+{
+    return c->up && c->up_kind == CMB_UPSTREAM_SIM;
+}
+
+uint64_t cmb_case_device_free(cmb_case *c)
+{
+    size_t f = 0, t = 0;
+    if (sim_upstream(c))
+        return cmb_up_mem_info(c->up, &f, &t) == CMB_OK ? f : 0;
+    if (c->spec->mode == CMB_MODE_GPU)
+        return gpu_free_bytes();
+    uint64_t live = cmb_case_live_bytes(c);
+    return c->capacity > live ? c->capacity - live : 0;
+}
+
+cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes)
+{
+    char err[256];
+    if (c->holding)
+        return cmb_case_fail(c, CMB_ERR_STATE, "device memory is already held");
+    if (sim_upstream(c)) {
+        size_t f = 0, t = 0;
+        if (cmb_up_mem_info(c->up, &f, &t) != CMB_OK || bytes >= t)
+            return cmb_case_fail(c, CMB_ERR_INVALID, "cannot hold %llu of %zu simulated bytes",
+                                 (unsigned long long)bytes, t);
+        c->saved_cap = cmb_upstream_set_cap(c->up, t - bytes);
+        c->holding = 2;
+        return CMB_OK;
+    }
+    if (c->spec->mode != CMB_MODE_GPU)
+        return cmb_case_fail(c, CMB_ERR_UNSUPPORTED, "holding device memory needs a GPU or a sim upstream");
+    if (cmb_holder_start(&c->holder, c->spec->device, bytes, 120, err, sizeof err))
+        return cmb_case_fail(c, CMB_ERR_CUDA, "%s", err);
+    c->holding = 1;
+    return CMB_OK;
+}
+
+void cmb_case_release_device_memory(cmb_case *c)
+{
+    if (c->holding == 2) {
+        cmb_upstream_set_cap(c->up, c->saved_cap);
+    } else if (c->holding == 1) {
+        uint64_t before = gpu_free_bytes(), held = c->holder.bytes;
+        cmb_holder_stop(&c->holder);
+        /* The driver frees the holder's memory as it exits; wait until the
+         * free count shows it (at most 2 s) so the next step sees it. */
+        double t0 = cmb_now_s();
+        while (gpu_free_bytes() + (64u << 20) < before + held && cmb_now_s() - t0 < 2)
+            usleep(1000);
+    }
+    c->holding = 0;
+}
+
 /* --- one repetition ------------------------------------------------------------------------ */
 
 static void reset_repetition(cmb_case *c)
@@ -537,6 +600,7 @@ static void probe_capacity(cmb_case *c)
 static void teardown_repetition(cmb_case *c)
 {
     int64_t leaked = -1;
+    cmb_case_release_device_memory(c);
     if (c->have_mt && !c->keep_live) {
         uint64_t failures = cmb_metered_free_all(&c->mt, cmb_case_stream(c, 0));
         if (failures)

@@ -225,6 +225,12 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
                 snprintf(err, errlen, "--case-timeout expects a positive number of seconds, got '%s'", v);
                 return -1;
             }
+        } else if (matches(a, "--hold-memory")) {
+            VALUE("--hold-memory");
+            if (cmb_parse_size(v, &cli->hold_memory) || !cli->hold_memory) {
+                snprintf(err, errlen, "--hold-memory expects a size in bytes, got '%s'", v);
+                return -1;
+            }
         } else if (matches(a, "--fault")) {
             VALUE("--fault");
             if (parse_fault(v, &cli->fault, err, errlen))

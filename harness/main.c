@@ -6,6 +6,7 @@
 #include "build_info.h"
 #include "cli.h"
 #include "env.h"
+#include "holder.h"
 #include "list.h"
 #include "runner.h"
 
@@ -26,6 +27,8 @@ int main(int argc, char **argv)
                CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
         return 0;
     }
+    if (cli.hold_memory)
+        return cmb_holder_main(cli.device, cli.hold_memory);
     if (cli.probe_env)
         return cmb_env_probe_main(cli.device);
     if (cli.list) {

@@ -4,9 +4,23 @@
 #include "scenario.h"
 
 extern const cmb_scenario cmb_scenario_churn;
+extern const cmb_scenario cmb_scenario_stream_async;
+extern const cmb_scenario cmb_scenario_shared_mem;
+extern const cmb_scenario cmb_scenario_gemm_chunked;
+extern const cmb_scenario cmb_scenario_batch_sweep;
+extern const cmb_scenario cmb_scenario_leak_check;
+extern const cmb_scenario cmb_scenario_pinned;
+extern const cmb_scenario cmb_scenario_contention;
 
 static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_churn,
+    &cmb_scenario_stream_async,
+    &cmb_scenario_shared_mem,
+    &cmb_scenario_gemm_chunked,
+    &cmb_scenario_batch_sweep,
+    &cmb_scenario_leak_check,
+    &cmb_scenario_pinned,
+    &cmb_scenario_contention,
 };
 
 size_t cmb_scenario_count(void)

@@ -138,6 +138,20 @@ int cmb_case_keep_running(cmb_case *c);
 void cmb_case_pause_timing(cmb_case *c);
 void cmb_case_resume_timing(cmb_case *c);
 
+/* --- device memory outside the allocator (contention, memory caps) ---------------- */
+
+/* Free device memory now, as the allocator's upstream sees it (GPU:
+ * cudaMemGetInfo; sim: the simulated device's free bytes after any cap). */
+uint64_t cmb_case_device_free(cmb_case *c);
+
+/* Another process takes `bytes` of device memory until released. GPU: a
+ * child process of this binary cudaMallocs them (harness/holder.h); sim:
+ * the upstream's capacity shrinks by `bytes` (only policies over an
+ * upstream run in sim mode, and they see exactly that). One hold at a time;
+ * the harness releases a hold the scenario left at the end of run(). */
+cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes);
+void cmb_case_release_device_memory(cmb_case *c);
+
 /* --- the registry ---------------------------------------------------------------------- */
 
 size_t cmb_scenario_count(void);
