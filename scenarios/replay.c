@@ -271,6 +271,32 @@ static cmb_status replay_run_case(cmb_case *c)
     return st;
 }
 
+/* The parent reads every trace once before anything runs, so a missing or
+ * malformed trace stops the run with FILE:LINE: reason instead of failing
+ * each case. */
+static int replay_check(const cmb_case *c, char *reason, size_t len)
+{
+    static char checked[16][512];
+    static int n_checked;
+    const char *path = cmb_param_str(c, "trace");
+    for (int i = 0; i < n_checked; i++)
+        if (!strcmp(checked[i], path))
+            return 0;
+    cmb_trace_reader r;
+    cmb_trace_event ev;
+    int rc;
+    if (cmb_trace_open(&r, path, reason, len))
+        return -1;
+    while ((rc = cmb_trace_next(&r, &ev, reason, len)) == 1)
+        ;
+    cmb_trace_close(&r);
+    if (rc < 0)
+        return -1;
+    if (n_checked < 16)
+        snprintf(checked[n_checked++], sizeof checked[0], "%s", path);
+    return 0;
+}
+
 static const cmb_param_spec replay_params[] = {
     {"trace", CMB_P_TEXT, "traces/samples/torch_mlp_sweep_default.trace,traces/samples/churn_small.trace",
      "traces/samples/torch_mlp_sweep_default.trace,traces/samples/churn_small.trace", 0, 0, NULL,
@@ -289,5 +315,6 @@ const cmb_scenario cmb_scenario_replay = {
     .params = replay_params,
     .n_params = sizeof replay_params / sizeof replay_params[0],
     .flags = 0,
+    .check = replay_check,
     .run = replay_run_case,
 };
