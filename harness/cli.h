@@ -32,6 +32,7 @@ typedef struct cmb_cli {
     int quiet;
     cmb_fault_spec fault;
     uint64_t hold_memory;  /* internal: be the contention scenario's holder  */
+    const char *record_trace; /* write the traffic of the (single) case */
 } cmb_cli;
 
 /* 0 on success; -1 with a one-line message in err. */

@@ -4,6 +4,7 @@
 #include "scenario.h"
 
 extern const cmb_scenario cmb_scenario_churn;
+extern const cmb_scenario cmb_scenario_replay;
 extern const cmb_scenario cmb_scenario_stream_async;
 extern const cmb_scenario cmb_scenario_shared_mem;
 extern const cmb_scenario cmb_scenario_gemm_chunked;
@@ -14,6 +15,7 @@ extern const cmb_scenario cmb_scenario_contention;
 
 static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_churn,
+    &cmb_scenario_replay,
     &cmb_scenario_stream_async,
     &cmb_scenario_shared_mem,
     &cmb_scenario_gemm_chunked,
