@@ -25,8 +25,12 @@
  *             failed_clean = 1 when the refusal was a clean out-of-memory,
  *             0 for any other error. oom_retries (standard counter) and
  *             upstream_frees_under_pressure show free-cache-and-retry.
- * 4. recover: the other process ends; recovered = 1 when one more block of
- *             demand_size can then be allocated.
+ * 4. recover: the other process ends and blocks of demand_size are
+ *             allocated again until the allocator says no (at most held +
+ *             one block): recovered_bytes, and recovery_ratio =
+ *             recovered_bytes / held_bytes (1: it can use all the memory
+ *             the other process gave back; 0: e.g. a pool that cannot grow
+ *             past what it reserved before).
  * Managed memory is never requested beyond what the card has free: when
  * the allocator's blocks turn out to be managed (cudaPointerGetAttributes),
  * the demand phase stops (guard_stopped = 1) before a block would exceed
@@ -50,7 +54,8 @@ typedef struct contention {
     uint64_t held, available, obtained;
     int64_t warm_reserved, reserved_at_failure;
     uint64_t frees_before;
-    int failed, failed_clean, guard_stopped, recovered;
+    uint64_t recovered;
+    int failed, failed_clean, guard_stopped;
 } contention;
 
 static void reserved_now(cmb_case *c, int64_t *reserved, uint64_t *upstream_frees)
@@ -125,14 +130,15 @@ static cmb_status hold_phase(cmb_case *c, contention *ct)
     return cmb_case_hold_device_memory(c, ct->held);
 }
 
-static cmb_status demand_phase(cmb_case *c, contention *ct)
+/* Blocks of demand_size until the allocator says no or `limit` is reached;
+ * returns the bytes obtained in *got. */
+static cmb_status take_blocks(cmb_case *c, contention *ct, uint64_t limit, uint64_t *got, cmb_status *refusal)
 {
-    uint64_t size = cmb_param_u64(c, "demand_size"), cap = cmb_case_capacity(c);
-    uint64_t taken = ct->held + cmb_case_live_bytes(c);
+    uint64_t size = cmb_param_u64(c, "demand_size");
     cmb_stream s = cmb_case_stream(c, 0);
-    ct->available = cap > taken ? cap - taken : 0;
-    reserved_now(c, &ct->reserved_at_failure, &ct->frees_before);
-    for (uint64_t i = 0; i <= ct->available / size + 1; i++) {
+    *got = 0;
+    *refusal = CMB_OK;
+    while (*got < limit) {
         void *p;
         if (ct->managed && cmb_case_device_free(c) < size + HOLD_MARGIN) {
             ct->guard_stopped = 1;
@@ -140,17 +146,32 @@ static cmb_status demand_phase(cmb_case *c, contention *ct)
         }
         cmb_status st = cmb_alloc(c, size, s, &p);
         if (st != CMB_OK) {
-            ct->failed = 1;
-            ct->failed_clean = st == CMB_ERR_OOM;
-            if (!ct->failed_clean)
-                cmb_case_note(c, "demand allocation failed with %s, not out of memory", cmb_status_str(st));
+            *refusal = st;
             break;
         }
         if (_cmb_blocks_push(&ct->live, p, size))
             return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
-        ct->obtained += size;
+        *got += size;
     }
-    uint64_t frees_after;
+    return CMB_OK;
+}
+
+static cmb_status demand_phase(cmb_case *c, contention *ct)
+{
+    uint64_t size = cmb_param_u64(c, "demand_size"), cap = cmb_case_capacity(c), frees_after;
+    uint64_t taken = ct->held + cmb_case_live_bytes(c);
+    cmb_status refusal;
+    ct->available = cap > taken ? cap - taken : 0;
+    reserved_now(c, &ct->reserved_at_failure, &ct->frees_before);
+    cmb_status st = take_blocks(c, ct, ct->available + size, &ct->obtained, &refusal);
+    if (st != CMB_OK)
+        return st;
+    if (refusal != CMB_OK) {
+        ct->failed = 1;
+        ct->failed_clean = refusal == CMB_ERR_OOM;
+        if (!ct->failed_clean)
+            cmb_case_note(c, "demand allocation failed with %s, not out of memory", cmb_status_str(refusal));
+    }
     reserved_now(c, &ct->reserved_at_failure, &frees_after);
     cmb_case_counter(c, "upstream_frees_under_pressure", (double)(frees_after - ct->frees_before));
     return cmb_case_sync(c);
@@ -158,16 +179,10 @@ static cmb_status demand_phase(cmb_case *c, contention *ct)
 
 static cmb_status recover_phase(cmb_case *c, contention *ct)
 {
-    uint64_t size = cmb_param_u64(c, "demand_size");
-    void *p;
+    cmb_status refusal;
     cmb_case_release_device_memory(c);
-    if (ct->managed && cmb_case_device_free(c) < size + HOLD_MARGIN)
-        return CMB_OK;
-    cmb_status st = cmb_alloc(c, size, cmb_case_stream(c, 0), &p);
-    ct->recovered = st == CMB_OK;
-    if (st == CMB_OK && _cmb_blocks_push(&ct->live, p, size))
-        return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
-    return CMB_OK;
+    cmb_status st = take_blocks(c, ct, ct->held + cmb_param_u64(c, "demand_size"), &ct->recovered, &refusal);
+    return st == CMB_OK ? cmb_case_sync(c) : st;
 }
 
 static void report(cmb_case *c, const contention *ct)
@@ -184,7 +199,9 @@ static void report(cmb_case *c, const contention *ct)
     if (ct->reserved_at_failure >= 0)
         cmb_case_counter(c, "reserved_at_failure_bytes", (double)ct->reserved_at_failure);
     cmb_case_counter(c, "guard_stopped", ct->guard_stopped);
-    cmb_case_counter(c, "recovered", ct->recovered);
+    cmb_case_counter(c, "recovered_bytes", (double)ct->recovered);
+    if (ct->held)
+        cmb_case_counter(c, "recovery_ratio", (double)ct->recovered / (double)ct->held);
 }
 
 static cmb_status contention_run(cmb_case *c)

@@ -13,9 +13,11 @@
  * them freed but possibly still in use on the GPU. traffic_reuse_share is
  * the share of allocations (rounds >= 1) that got an address the same
  * stream freed in the round before.
- * Phase 2 (reuse trials, `trials` per pattern): a block of `size` is
- * allocated on stream S, a spin of `spin_us` and a fill of the block are
- * queued on S, and the block is freed on S. Then stream T allocates `size`:
+ * Phase 2 (reuse trials, `trials` per pattern, each on a fresh allocator
+ * instance, so the freed block is the only free memory the allocator has
+ * and any reuse is a reuse of it): a block of `size` is allocated on
+ * stream S, a spin of `spin_us` and a fill of the block are queued on S,
+ * and the block is freed on S. Then stream T allocates `size`:
  *   same  - T = S;
  *   event - T != S, and T waits on an event recorded on S after the free;
  *   none  - T != S, no dependency at all.
@@ -29,7 +31,8 @@
  *   stall_us_P     - median time a fill queued on T right after T's last
  *                    allocation took to complete (GPU): a reuse that made T
  *                    wait for S's kernel shows here as about spin_us.
- * Reuse means the allocator handed out the same address. The stream-ordered
+ * Reuse means the allocator handed out the same address. The standard
+ * metrics (latency, peaks) describe phase 1. The stream-ordered
  * pool's reuse policies (cudaMemPoolReuseFollowEventDependencies,
  * ...AllowOpportunistic, ...AllowInternalDependencies) are options of
  * cuda-async and cuda-async-retain; docs/scenarios.md has the command lines
@@ -191,6 +194,12 @@ static cmb_status poll_reuse(cmb_case *c, void *p, size_t size, cmb_stream t, do
     }
 }
 
+typedef struct trial_arg {
+    int pattern, trial;
+    cudaEvent_t ev;
+    pattern_tally *pt;
+} trial_arg;
+
 static cmb_status one_trial(cmb_case *c, int pattern, int trial, cudaEvent_t ev, pattern_tally *pt)
 {
     int streams = (int)cmb_param_u64(c, "streams");
@@ -236,6 +245,14 @@ static cmb_status one_trial(cmb_case *c, int pattern, int trial, cudaEvent_t ev,
     return st == CMB_OK ? cmb_case_sync(c) : st;
 }
 
+/* Each trial runs on a fresh allocator instance: the freed block is then
+ * the only free memory it has, so any reuse is a reuse of that block. */
+static cmb_status trial_fn(cmb_case *c, void *arg)
+{
+    trial_arg *a = arg;
+    return one_trial(c, a->pattern, a->trial, a->ev, a->pt);
+}
+
 static void report_pattern(cmb_case *c, int pattern, pattern_tally *pt)
 {
     char name[48];
@@ -267,8 +284,10 @@ static cmb_status reuse_phase(cmb_case *c)
         pt.stall_us = malloc((size_t)trials * sizeof(double));
         if (!pt.wait_us || !pt.stall_us)
             st = cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
-        for (int k = 0; k < trials && st == CMB_OK; k++)
-            st = one_trial(c, p, k, ev, &pt);
+        for (int k = 0; k < trials && st == CMB_OK; k++) {
+            trial_arg a = {p, k, ev, &pt};
+            st = cmb_case_with_fresh_allocator(c, 0, trial_fn, &a, NULL);
+        }
         if (st == CMB_OK)
             report_pattern(c, p, &pt);
         free(pt.wait_us);
