@@ -376,7 +376,7 @@ const cmb_scenario cmb_scenario_gemm_chunked = {
                 "each allocator hold for the chunk buffers, and is the result still right?",
     .params = gemm_params,
     .n_params = sizeof gemm_params / sizeof gemm_params[0],
-    .flags = 0,
+    .flags = CMB_SCN_NO_PROBE,
     .quick_grids = gemm_quick_grids,
     .full_grids = gemm_full_grids,
     .check = gemm_check,

@@ -340,7 +340,7 @@ const cmb_scenario cmb_scenario_stream_async = {
                 "event-synchronized stream or an unrelated stream reuse it, and what does that cost?",
     .params = stream_async_params,
     .n_params = sizeof stream_async_params / sizeof stream_async_params[0],
-    .flags = 0,
+    .flags = CMB_SCN_NO_PROBE,
     .check = stream_async_check,
     .run = stream_async_run,
 };
