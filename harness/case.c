@@ -501,6 +501,20 @@ static void stop_recording(cmb_case *c)
     c->recorder = NULL;
 }
 
+cmb_status cmb_case_try_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
+                                        cmb_alloc_stats *stats)
+{
+    int failed_before = c->fail_status != CMB_OK;
+    cmb_status st = cmb_case_with_fresh_allocator(c, capacity, fn, arg, stats);
+    /* fn reports its own out-of-memory answers; an OOM failure recorded here
+     * came from opening the upstream or creating the instance */
+    if (st == CMB_ERR_OOM && !failed_before && c->fail_status == CMB_ERR_OOM) {
+        c->fail_status = CMB_OK;
+        c->fail_msg[0] = '\0';
+    }
+    return st;
+}
+
 /* --- one repetition ------------------------------------------------------------------------ */
 
 static void reset_repetition(cmb_case *c)

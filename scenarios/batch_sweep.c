@@ -29,7 +29,9 @@
  *    instance (cmb_case_with_fresh_allocator) of `cap` bytes (0: the whole
  *    device); a batch fits when every step completes without out of memory.
  *    Batches double from `start` until one fails, then bisection until the
- *    gap is at most resolution x the largest fitting batch. On a GPU the cap
+ *    gap is at most resolution x the largest fitting batch. An allocator
+ *    that cannot even be created in `cap` (a pool reserving more up front)
+ *    fits no batch: max_batch = 0. On a GPU the cap
  *    is made real for every allocator, opaque ones included, by holding the
  *    rest of the free memory in one plain cudaMalloc block during the sweep.
  * Counters: max_batch, fail_batch, trials; step_ms and us_per_sample at
@@ -395,8 +397,10 @@ static cmb_status try_batch(cmb_case *c, _cmb_blas *blas, const mlp_shape *sh, u
     trial_arg a = {blas, sh, batch, {0}};
     cmb_alloc_stats stats;
     memset(&stats, 0, sizeof stats);
-    cmb_status st = cmb_case_with_fresh_allocator(c, cap, trial_fn, &a, &stats);
+    cmb_status st = cmb_case_try_fresh_allocator(c, cap, trial_fn, &a, &stats);
     sw->trials++;
+    if (st == CMB_ERR_OOM) /* the instance itself did not fit: nor does the batch */
+        st = CMB_OK, a.r.fits = 0;
     if (st != CMB_OK)
         return st;
     if (a.r.fits) {

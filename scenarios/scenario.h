@@ -117,6 +117,13 @@ typedef cmb_status (*cmb_fresh_fn)(cmb_case *c, void *arg);
 cmb_status cmb_case_with_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
                                          cmb_alloc_stats *stats);
 
+/* cmb_case_with_fresh_allocator, except that an instance that cannot be
+ * set up in `capacity` for lack of memory (a pool that reserves up front)
+ * returns CMB_ERR_OOM without failing the case: for sweeps, where that
+ * means "does not fit". */
+cmb_status cmb_case_try_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
+                                        cmb_alloc_stats *stats);
+
 /* Streams: index 0..n-1; created on first use (sim: stand-in handles). */
 cmb_stream cmb_case_stream(cmb_case *c, int index);
 /* Waits for all work on the device (no-op in sim). */

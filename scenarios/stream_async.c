@@ -14,8 +14,8 @@
  * the share of allocations (rounds >= 1) that got an address the same
  * stream freed in the round before.
  * Phase 2 (reuse trials, `trials` per pattern, each on a fresh allocator
- * instance, so the freed block is the only free memory the allocator has
- * and any reuse is a reuse of it): a block of `size` is allocated on
+ * instance of max(2 GiB, (32 + 8) x size + 256 MiB), so the freed block is
+ * the only free memory the allocator has and any reuse is a reuse of it): a block of `size` is allocated on
  * stream S, a spin of `spin_us` and a fill of the block are queued on S,
  * and the block is freed on S. Then stream T allocates `size`:
  *   same  - T = S;
@@ -53,6 +53,7 @@
 
 #define MAX_STREAMS 8
 #define WINDOW_SLOTS 32
+#define TRIAL_MIN_CAPACITY (2ull << 30) /* room for pools that preallocate bins */
 
 enum { SAME, EVENT, NONE, N_PATTERNS };
 static const char *const pattern_name[N_PATTERNS] = {"same", "event", "none"};
@@ -245,6 +246,16 @@ static cmb_status one_trial(cmb_case *c, int pattern, int trial, cudaEvent_t ev,
     return st == CMB_OK ? cmb_case_sync(c) : st;
 }
 
+/* Device size of a trial's instance: room for the block, the probes and
+ * pool rounding, so pools that reserve a share of the device up front
+ * reserve little (policies see it as their capacity; opaque GPU allocators
+ * allocate on demand). */
+static uint64_t trial_capacity(const cmb_case *c)
+{
+    uint64_t need = (WINDOW_SLOTS + 8) * cmb_param_u64(c, "size") + (256ull << 20);
+    return need > TRIAL_MIN_CAPACITY ? need : TRIAL_MIN_CAPACITY;
+}
+
 /* Each trial runs on a fresh allocator instance: the freed block is then
  * the only free memory it has, so any reuse is a reuse of that block. */
 static cmb_status trial_fn(cmb_case *c, void *arg)
@@ -286,7 +297,7 @@ static cmb_status reuse_phase(cmb_case *c)
             st = cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
         for (int k = 0; k < trials && st == CMB_OK; k++) {
             trial_arg a = {p, k, ev, &pt};
-            st = cmb_case_with_fresh_allocator(c, 0, trial_fn, &a, NULL);
+            st = cmb_case_with_fresh_allocator(c, trial_capacity(c), trial_fn, &a, NULL);
         }
         if (st == CMB_OK)
             report_pattern(c, p, &pt);
