@@ -422,16 +422,20 @@ cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes)
         return cmb_case_fail(c, CMB_ERR_STATE, "device memory is already held");
     if (sim_upstream(c)) {
         size_t f = 0, t = 0;
-        if (cmb_up_mem_info(c->up, &f, &t) != CMB_OK || bytes >= t)
-            return cmb_case_fail(c, CMB_ERR_INVALID, "cannot hold %llu of %zu simulated bytes",
-                                 (unsigned long long)bytes, t);
+        if (cmb_up_mem_info(c->up, &f, &t) != CMB_OK)
+            return cmb_case_fail(c, CMB_ERR_STATE, "sim upstream: no memory information");
+        if (bytes > f)
+            return CMB_ERR_OOM;
         c->saved_cap = cmb_upstream_set_cap(c->up, t - bytes);
         c->holding = 2;
         return CMB_OK;
     }
     if (c->spec->mode != CMB_MODE_GPU)
         return cmb_case_fail(c, CMB_ERR_UNSUPPORTED, "holding device memory needs a GPU or a sim upstream");
-    if (cmb_holder_start(&c->holder, c->spec->device, bytes, 120, err, sizeof err))
+    int rc = cmb_holder_start(&c->holder, c->spec->device, bytes, 120, err, sizeof err);
+    if (rc == -2)
+        return CMB_ERR_OOM; /* an answer: the device does not have that much */
+    if (rc)
         return cmb_case_fail(c, CMB_ERR_CUDA, "%s", err);
     c->holding = 1;
     return CMB_OK;

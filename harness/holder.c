@@ -77,7 +77,7 @@ static int await_ready(int fd, double timeout_s, char *err, size_t errlen)
     if (!strncmp(line, "ready", 5))
         return 0;
     snprintf(err, errlen, "memory holder failed: %s", have ? line : "it exited without an answer");
-    return -1;
+    return strncmp(line, "oom", 3) ? -1 : -2;
 }
 
 static void reap(pid_t pid)
@@ -117,11 +117,9 @@ int cmb_holder_start(cmb_holder *h, int device, uint64_t bytes, double timeout_s
     h->bytes = bytes;
     int rc = await_ready(out[0], timeout_s, err, errlen);
     close(out[0]);
-    if (rc) {
+    if (rc)
         cmb_holder_stop(h);
-        return -1;
-    }
-    return 0;
+    return rc;
 
 out_close_out:
     close(out[0]);
@@ -163,7 +161,8 @@ int cmb_holder_main(int device, uint64_t bytes)
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
-        printf("fail cudaMalloc of %llu bytes: %s\n", (unsigned long long)bytes, cudaGetErrorString(e));
+        printf("%s cudaMalloc of %llu bytes: %s\n", e == cudaErrorMemoryAllocation ? "oom" : "fail",
+               (unsigned long long)bytes, cudaGetErrorString(e));
         fflush(stdout);
         return 1;
     }

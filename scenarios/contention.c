@@ -10,8 +10,11 @@
  *             capacity bytes are live, then free all but a `keep` share of
  *             them (chosen at random): caching allocators now hold a cache.
  * 2. hold:    another process takes share x capacity bytes (at most the
- *             free memory less 256 MiB). GPU: this binary started as
- *             `cumembench --hold-memory BYTES`, which cudaMallocs them.
+ *             free memory less 256 MiB, and on a GPU less 1 GiB more for
+ *             that process's own CUDA context; when the device still says
+ *             no, 3/4 of the amount, up to 4 tries). GPU: this binary
+ *             started as `cumembench --hold-memory BYTES`, which cudaMallocs
+ *             them.
  *             Sim: the upstream's capacity shrinks by that much, which is
  *             exact for the policies (the only allocators sim runs): they
  *             see failures and fewer free bytes, their statistics
@@ -33,8 +36,10 @@
  *             past what it reserved before).
  * Managed memory is never requested beyond what the card has free: when
  * the allocator's blocks turn out to be managed (cudaPointerGetAttributes),
- * the demand phase stops (guard_stopped = 1) before a block would exceed
- * the device's free memory, instead of letting the driver oversubscribe.
+ * a phase stops (guard_stopped = 1) before the live bytes plus the next
+ * block would exceed the device's free memory less 256 MiB (managed memory
+ * is resident only once touched, so every live byte is counted as if it
+ * were), instead of letting the driver oversubscribe.
  */
 #include <math.h>
 #include <stdio.h>
@@ -46,7 +51,10 @@
 #include "scenario.h"
 #include "scn_util.h"
 
-#define HOLD_MARGIN (256ull << 20) /* left free beside the other process */
+#define HOLD_MARGIN (256ull << 20)    /* left free beside the other process */
+#define HOLDER_CONTEXT (1ull << 30)   /* GPU: the other process's own CUDA context
+                                         (about 0.5 GiB on an H200) and slack */
+#define HOLD_TRIES 4                  /* on out of memory, 3/4 of the amount again */
 
 typedef struct contention {
     _cmb_blocks live;
@@ -120,14 +128,28 @@ static cmb_status hold_phase(cmb_case *c, contention *ct)
 {
     uint64_t want = (uint64_t)(cmb_param_real(c, "share") * (double)cmb_case_capacity(c));
     uint64_t free_now = cmb_case_device_free(c);
-    uint64_t room = free_now > HOLD_MARGIN ? free_now - HOLD_MARGIN : 0;
+    uint64_t margin = HOLD_MARGIN + (_cmb_gpu(c) ? HOLDER_CONTEXT : 0);
+    uint64_t room = free_now > margin ? free_now - margin : 0;
     ct->held = want < room ? want : room;
-    if (ct->held < (1u << 20)) {
-        ct->held = 0;
-        cmb_case_note(c, "no free memory left for the other process to hold");
-        return CMB_OK;
+    for (int i = 0; i < HOLD_TRIES && ct->held >= (1u << 20); i++) {
+        cmb_status st = cmb_case_hold_device_memory(c, ct->held);
+        if (st != CMB_ERR_OOM)
+            return st;
+        ct->held = ct->held / 4 * 3;
     }
-    return cmb_case_hold_device_memory(c, ct->held);
+    ct->held = 0;
+    cmb_case_note(c, "no free memory left for the other process to hold");
+    return CMB_OK;
+}
+
+/* Managed memory is resident only once touched, so free device memory does
+ * not shrink as it is allocated: count every live byte as if resident. */
+static int managed_guard(cmb_case *c, const contention *ct, uint64_t size)
+{
+    if (!ct->managed)
+        return 0;
+    uint64_t free_now = cmb_case_device_free(c), live = cmb_case_live_bytes(c);
+    return free_now < HOLD_MARGIN + live + size;
 }
 
 /* Blocks of demand_size until the allocator says no or `limit` is reached;
@@ -140,7 +162,7 @@ static cmb_status take_blocks(cmb_case *c, contention *ct, uint64_t limit, uint6
     *refusal = CMB_OK;
     while (*got < limit) {
         void *p;
-        if (ct->managed && cmb_case_device_free(c) < size + HOLD_MARGIN) {
+        if (managed_guard(c, ct, size)) {
             ct->guard_stopped = 1;
             break;
         }

@@ -6,10 +6,16 @@
  *
  * Each iteration does what the classic example does: allocate an input
  * buffer of `size` bytes, (GPU) fill it with a kernel, then allocate an
- * output buffer of the same size and free both. Every `fail_every`-th
- * iteration the output request is impossibly large (the case's capacity
- * plus `size`), the allocator reports out of memory, and the error path
- * returns:
+ * output buffer of the same size, fill it and free both. Every
+ * `fail_every`-th iteration fails after the input was allocated:
+ *   failure=error - the work reports an error (as user code raising an
+ *                   exception would) before the output is allocated;
+ *   failure=oom   - the output request is impossibly large (the case's
+ *                   capacity plus `size`) and the allocator reports out of
+ *                   memory: this also exercises each allocator's
+ *                   out-of-memory path (free-cache-and-retry where it has
+ *                   one), which costs some allocators seconds per failure.
+ * The error path then returns:
  *   variant=leak  - without freeing the input (the bug);
  *   variant=clean - after freeing it (goto-style cleanup).
  * The leaking variant keeps its blocks to the end (cmb_case_keep_live_blocks):
@@ -53,9 +59,13 @@ static cmb_status one_iteration(cmb_case *c, uint64_t i, int leak, leak_tally *t
     st = touch(c, in, size);
     if (st != CMB_OK)
         return st;
-    uint64_t out_size = fail ? cmb_case_capacity(c) + size : size;
-    st = cmb_alloc(c, out_size, s, &out);
-    if (st == CMB_ERR_OOM && fail) {
+    int oom = cmb_param_str(c, "failure")[0] == 'o', failed = fail && !oom; /* the work failed */
+    uint64_t out_size = fail && oom ? cmb_case_capacity(c) + size : size;
+    if (!failed) {
+        st = cmb_alloc(c, out_size, s, &out);
+        failed = fail && st == CMB_ERR_OOM;
+    }
+    if (failed) {
         t->failures++;
         if (leak) { /* the bug: return without freeing `in` */
             t->leaked_blocks++;
@@ -119,13 +129,15 @@ static const cmb_param_spec leak_params[] = {
      "leak: the error path returns without freeing; clean: it frees first"},
     {"iterations", CMB_P_INT, "200", "2000", 1, 1e7, NULL, "times the allocate-fail-return sequence runs"},
     {"fail_every", CMB_P_INT, "4", "4", 1, 1e9, NULL, "every Nth iteration takes the error path"},
+    {"failure", CMB_P_CHOICE, "error", "error,oom", 0, 0, "error|oom",
+     "error: the work fails; oom: an impossibly large allocation fails"},
     {"size", CMB_P_SIZE, "4MiB", "4MiB,64MiB", 512, 1099511627776.0, NULL, "bytes of each buffer"},
 };
 
 const cmb_scenario cmb_scenario_leak_check = {
     .name = "leak-check",
-    .question = "When an error path returns without freeing (an allocation fails), how much leaks, and does the "
-                "allocator give it back when it is destroyed?",
+    .question = "When an error path returns without freeing, how much leaks, and does the allocator give it back "
+                "when it is destroyed?",
     .params = leak_params,
     .n_params = sizeof leak_params / sizeof leak_params[0],
     .flags = CMB_SCN_NO_PROBE,

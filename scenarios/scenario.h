@@ -152,10 +152,12 @@ void cmb_case_resume_timing(cmb_case *c);
 uint64_t cmb_case_device_free(cmb_case *c);
 
 /* Another process takes `bytes` of device memory until released. GPU: a
- * child process of this binary cudaMallocs them (harness/holder.h); sim:
- * the upstream's capacity shrinks by `bytes` (only policies over an
- * upstream run in sim mode, and they see exactly that). One hold at a time;
- * the harness releases a hold the scenario left at the end of run(). */
+ * child process of this binary cudaMallocs them (harness/holder.h; its own
+ * CUDA context takes some memory too); sim: the upstream's capacity shrinks
+ * by `bytes` (only policies over an upstream run in sim mode, and they see
+ * exactly that). CMB_ERR_OOM, without failing the case, when the device
+ * does not have the bytes free. One hold at a time; the harness releases a
+ * hold the scenario left at the end of run(). */
 cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes);
 void cmb_case_release_device_memory(cmb_case *c);
 

@@ -94,7 +94,7 @@ static void presets_expand_as_intended(void **state)
         {"shared-mem", 1, 1},
         {"gemm-chunked", 2, 2 + 4},     /* whole x dtype; chunked x dtype x budget */
         {"batch-sweep", 1, 1},
-        {"leak-check", 2, 4},           /* variant (x size) */
+        {"leak-check", 2, 2 * 2 * 2},   /* variant (x failure x size) */
         {"pinned", 1, 7},
         {"contention", 1, 3},
     };
@@ -173,6 +173,7 @@ static void bad_values_are_refused_with_one_line(void **state)
     refused("--scenario batch-sweep --param start=1024 --param max_batch=512", "start must not exceed");
     refused("--scenario leak-check --param variant=sloppy", "expected one of leak|clean");
     refused("--scenario leak-check --param fail_every=0", "out of range");
+    refused("--scenario leak-check --param failure=crash", "expected one of error|oom");
     refused("--scenario pinned --param iters=0", "out of range");
     refused("--scenario shared-mem --param levels=1", "out of range");
     refused("--scenario contention --param share=0.6 --param warm=0.5", "warm + share");
@@ -255,7 +256,7 @@ static void leak_check_traffic(void **state)
 {
     (void)state;
     const char *dir = run_sim("--scenario leak-check --param variant=leak,clean --param iterations=40 "
-                              "--param fail_every=4 --param size=1MiB");
+                              "--param fail_every=4 --param size=1MiB --param failure=oom");
     double leak = 40 / 4 * (double)(1 << 20);
     assert_float_equal(metric(dir, "variant:leak", "error_paths"), 10, 0);
     assert_float_equal(metric(dir, "variant:leak", "expected_leak_bytes"), leak, 0);
@@ -268,6 +269,13 @@ static void leak_check_traffic(void **state)
     assert_float_equal(metric(dir, "variant:clean", "live_at_end_bytes"), 0, 0);
     assert_float_equal(metric(dir, "variant:clean", "leaked_bytes"), 0, 0);
     assert_float_equal(metric(dir, "variant:clean", "frees"), 2 * 40 - 10, 0);
+    /* failure=error: the work fails before the output is allocated */
+    dir = run_sim("--scenario leak-check --param variant=leak --param iterations=40 --param fail_every=4 "
+                  "--param size=1MiB --param failure=error");
+    assert_float_equal(metric(dir, "variant:leak", "live_at_end_bytes"), leak, 0);
+    assert_float_equal(metric(dir, "variant:leak", "failed_allocs"), 0, 0);
+    assert_float_equal(metric(dir, "variant:leak", "allocs"), 2 * 40 - 10, 0);
+    assert_float_equal(metric(dir, "variant:leak", "frees"), 2 * 40 - 10 - 10, 0);
 }
 
 static void contention_traffic(void **state)
