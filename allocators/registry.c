@@ -7,6 +7,9 @@ extern const cmb_allocator_methods cmb_cuda_methods;
 extern const cmb_allocator_methods cmb_cuda_async_methods;
 extern const cmb_allocator_methods cmb_managed_methods;
 extern const cmb_allocator_methods cmb_cub_methods;
+extern const cmb_allocator_methods cmb_rmm_pool_methods;
+extern const cmb_allocator_methods cmb_arena_methods;
+extern const cmb_allocator_methods cmb_binning_methods;
 
 static const cmb_allocator_entry entries[] = {
     {"cuda", &cmb_cuda_methods, "", NULL},
@@ -17,6 +20,9 @@ static const cmb_allocator_entry entries[] = {
     {"cub", &cmb_cub_methods, "", NULL},
     {"cub-1g", &cmb_cub_methods, "bin_growth=8:min_bin=3:max_bin=10:max_cached_bytes=unlimited",
      "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit"},
+    {"rmm-pool", &cmb_rmm_pool_methods, "", NULL},
+    {"arena", &cmb_arena_methods, "", NULL},
+    {"binning", &cmb_binning_methods, "", NULL},
 };
 
 size_t cmb_allocator_count(void)
