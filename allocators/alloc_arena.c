@@ -640,7 +640,6 @@ static cmb_status arena_destroy(void *state)
     arena_mr *a = state;
     cmb_status st = CMB_OK;
     for (size_t i = 0; i < a->n_arenas; i++) {
-        cmb_up_stream_sync(a->up, a->arenas[i]->stream);
         cmb_ft_clear(&a->arenas[i]->supers, free_super, NULL);
         free(a->arenas[i]);
     }

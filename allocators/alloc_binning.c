@@ -171,9 +171,9 @@ static cmb_status wait_for(binning *b, bin_stream *other)
 {
     if (!other->event)
         return CMB_OK;
-    cmb_status st = cmb_up_event_query(b->up, other->event);
-    if (st == CMB_ERR_STATE)
-        st = cmb_up_stream_sync(b->up, other->stream);
+    cmb_status st;
+    while ((st = cmb_up_event_query(b->up, other->event)) == CMB_ERR_STATE)
+        ; /* cudaEventSynchronize's spin */
     return st;
 }
 
@@ -441,7 +441,8 @@ static void free_bin(binning *b, bin *bn)
     for (size_t i = 0; i < bn->n_streams; i++) {
         bin_stream *bs = bn->streams[i];
         if (bs->event) {
-            cmb_up_stream_sync(b->up, bs->stream);
+            while (cmb_up_event_query(b->up, bs->event) == CMB_ERR_STATE)
+                ;
             cmb_up_event_destroy(b->up, bs->event);
         }
         while (bs->free.head) {

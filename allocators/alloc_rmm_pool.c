@@ -47,8 +47,8 @@
  * a merge moves k blocks in O(k log n). stats() is O(s log n) for s streams.
  *
  * Differences (see docs/rmm.md): a wait on another stream's event is a host
- * wait (event_query, then stream_sync of that stream while it is pending)
- * where RMM issues cudaStreamWaitEvent; each free records a fresh event
+ * wait (event_query until it completes) where RMM issues
+ * cudaStreamWaitEvent; each free records a fresh event
  * (cmb_up_event_record creates one) and destroys the previous one, where
  * RMM re-records one event per stream; other lists are visited in the
  * order their streams first appeared, where RMM's std::map orders them by
@@ -165,11 +165,15 @@ static void list_unlink(pool_stream *l, pool_block *b)
     cmb_rb_erase(&l->by_size, &b->by_size);
 }
 
-/* b's size changed: re-sort it by size (its address order is unchanged). */
+/* b's size (and maybe its address) changed: re-sort it by size, unless it
+ * still sits between the same neighbours (the common case of a hot block). */
 static void list_resize(pool_stream *l, pool_block *b, uint64_t size)
 {
-    cmb_rb_erase(&l->by_size, &b->by_size);
     b->size = size;
+    cmb_rbnode *prev = cmb_rb_prev(&b->by_size), *next = cmb_rb_next(&b->by_size);
+    if ((!prev || size_cmp(prev, &b->by_size) < 0) && (!next || size_cmp(&b->by_size, next) < 0))
+        return;
+    cmb_rb_erase(&l->by_size, &b->by_size);
     cmb_rb_insert(&l->by_size, &b->by_size, size_cmp);
 }
 
@@ -207,15 +211,11 @@ static void list_insert(rmm_pool *p, pool_stream *l, pool_block *b)
     }
 }
 
-/* coalescing_free_list::get_block: best fit, removed from the list. */
+/* coalescing_free_list::get_block: the best fit, still linked in l. */
 static pool_block *list_best_fit(pool_stream *l, uint64_t size)
 {
     cmb_rbnode *n = cmb_rb_lower_bound(&l->by_size, &size, size_key_cmp);
-    if (!n)
-        return NULL;
-    pool_block *b = cmb_rb_entry(n, pool_block, by_size);
-    list_unlink(l, b);
-    return b;
+    return n ? cmb_rb_entry(n, pool_block, by_size) : NULL;
 }
 
 static uint64_t list_largest(const pool_stream *l)
@@ -262,15 +262,16 @@ static pool_stream *stream_get(rmm_pool *p, cmb_stream s)
 }
 
 /* The allocating stream must not use blocks freed on `other` before that
- * free completed: RMM makes the stream wait on other's event on the device;
- * here the host waits, and only while the event is still pending. */
+ * free completed: RMM makes the stream wait on other's event on the device
+ * (cudaStreamWaitEvent); the upstream has no such call, so the host waits
+ * for the event, which costs nothing once it has completed. */
 static cmb_status wait_for(rmm_pool *p, pool_stream *other)
 {
     if (!other->event)
         return CMB_OK;
-    cmb_status st = cmb_up_event_query(p->up, other->event);
-    if (st == CMB_ERR_STATE)
-        st = cmb_up_stream_sync(p->up, other->stream);
+    cmb_status st;
+    while ((st = cmb_up_event_query(p->up, other->event)) == CMB_ERR_STATE)
+        ; /* cudaEventSynchronize's spin */
     return st;
 }
 
@@ -341,9 +342,27 @@ static uint64_t size_to_grow(const rmm_pool *p, uint64_t size)
 
 /* --- get_block ------------------------------------------------------------------------ */
 
-/* allocate_and_insert_remainder: keep `size` bytes from the front of b and
- * return the rest to list l. */
-static void *take_from(rmm_pool *p, pool_stream *l, pool_block *b, uint64_t size)
+/* allocate_and_insert_remainder for a block b of list l: keep `size` bytes
+ * from its front and leave the rest in l. The rest keeps b's place in
+ * address order, and it cannot touch another free block of l (a list is
+ * always coalesced, and its end did not move), so RMM's coalescing insert
+ * reduces to re-sorting it by size. */
+static void *take_linked(rmm_pool *p, pool_stream *l, pool_block *b, uint64_t size)
+{
+    void *ptr = (void *)b->ptr;
+    if (b->size > size) {
+        b->ptr += size;
+        b->head = 0;
+        list_resize(l, b, b->size - size);
+    } else {
+        list_unlink(l, b);
+        block_put(p, b);
+    }
+    return ptr;
+}
+
+/* The same for a block fresh from the upstream, in no list yet. */
+static void *take_new(rmm_pool *p, pool_stream *l, pool_block *b, uint64_t size)
 {
     void *ptr = (void *)b->ptr;
     if (b->size > size) {
@@ -366,11 +385,9 @@ static cmb_status from_other_streams(rmm_pool *p, pool_stream *own, uint64_t siz
         if (o == own || !(b = list_best_fit(o, size)))
             continue;
         cmb_status st = wait_for(p, o);
-        if (st != CMB_OK) {
-            list_insert(p, o, b);
+        if (st != CMB_OK)
             return st;
-        }
-        *out = take_from(p, o, b, size);
+        *out = take_linked(p, o, b, size);
         return CMB_OK;
     }
     /* pass 2: merge whole lists into ours until a block fits */
@@ -389,7 +406,7 @@ static cmb_status from_other_streams(rmm_pool *p, pool_stream *own, uint64_t siz
         }
         pool_block *b = list_best_fit(own, size);
         if (b) {
-            *out = take_from(p, own, b, size);
+            *out = take_linked(p, own, b, size);
             return CMB_OK;
         }
     }
@@ -400,7 +417,7 @@ static cmb_status get_block(rmm_pool *p, pool_stream *own, uint64_t size, void *
 {
     pool_block *b = list_best_fit(own, size);
     if (b) {
-        *out = take_from(p, own, b, size);
+        *out = take_linked(p, own, b, size);
         return CMB_OK;
     }
     cmb_status st = from_other_streams(p, own, size, out);
@@ -409,7 +426,7 @@ static cmb_status get_block(rmm_pool *p, pool_stream *own, uint64_t size, void *
     b = try_to_expand(p, size_to_grow(p, size), size, own->stream);
     if (!b)
         return CMB_ERR_OOM;
-    *out = take_from(p, own, b, size);
+    *out = take_new(p, own, b, size);
     return CMB_OK;
 }
 
@@ -574,7 +591,9 @@ static cmb_status pool_destroy(void *state)
     for (size_t i = 0; i < p->n_streams; i++) {
         pool_stream *l = p->streams[i];
         if (l->event) {
-            cmb_up_stream_sync(p->up, l->stream);
+            /* release(): cudaEventSynchronize, then cudaEventDestroy */
+            while (cmb_up_event_query(p->up, l->event) == CMB_ERR_STATE)
+                ;
             cmb_up_event_destroy(p->up, l->event);
         }
         free_list_records(l);
