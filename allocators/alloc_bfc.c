@@ -51,9 +51,10 @@
  *
  * Not modelled: the timestamped ("freed_at_count") chunks and the
  * retry-after-sleep of AllocateRawInternalWithRetry (single-threaded
- * benchmark); region coalescing (only the virtual-memory sub-allocator
- * supports it, GPUBFCAllocator's cudaMalloc one does not); streams (TF's GPU
- * allocator serves one compute stream, so the stream argument is ignored).
+ * benchmark); region coalescing (only GpuVirtualMemAllocator supports it,
+ * and gpu_process_state.cc compiles it out: TF's GPU BFC sits on
+ * DeviceMemAllocator, i.e. cudaMalloc); streams (TF's GPU allocator serves
+ * one compute stream, so the stream argument is ignored).
  */
 #include <stdint.h>
 #include <stdio.h>
