@@ -52,7 +52,9 @@
 #define BUDDY_MIN_ORDER 9
 /* default share of free memory the pool may take (this suite's choice) */
 #define BUDDY_DEFAULT_FRACTION 0.95
-/* levels of a hierarchical bitmap: 64^7 bits covers any 64-bit pool */
+/* largest pool: 256 TiB = 2^39 blocks of 512 B, which 7 levels of a
+ * 64-ary hierarchical bitmap (64^7 = 2^42 bits) cover */
+#define BUDDY_MAX_POOL (1ull << 48)
 #define BUDDY_HB_DEPTH 7
 #define BUDDY_MAX_LEVELS (64 - BUDDY_MIN_ORDER)
 
@@ -224,9 +226,9 @@ static cmb_status buddy_allocate(void *state, size_t size, cmb_stream stream, vo
     int j = level_for(size);
     uint64_t usable = j <= a->top ? a->nonempty >> j : 0;
     if (!usable) {
-        snprintf(a->err, sizeof a->err, "buddy: no free block of %llu B for %zu B (largest free %llu B)",
-                 (unsigned long long)1 << (BUDDY_MIN_ORDER + j), size,
-                 a->nonempty ? (unsigned long long)1 << (BUDDY_MIN_ORDER + 63 - __builtin_clzll(a->nonempty)) : 0ull);
+        snprintf(a->err, sizeof a->err, "buddy: no free block for %zu B (largest free %llu B of a %llu B pool)", size,
+                 a->nonempty ? (unsigned long long)1 << (BUDDY_MIN_ORDER + 63 - __builtin_clzll(a->nonempty)) : 0ull,
+                 (unsigned long long)a->pool_size);
         return CMB_ERR_OOM;
     }
     int i = j + __builtin_ctzll(usable);
@@ -314,8 +316,8 @@ static cmb_status pool_size_of(cmb_upstream *up, uint64_t pool_size, double frac
                                size_t errlen)
 {
     if (pool_size) {
-        if (pool_size & (pool_size - 1) || pool_size < (1ull << BUDDY_MIN_ORDER)) {
-            snprintf(err, errlen, "buddy: pool_size must be a power of two of at least 512 B");
+        if (pool_size & (pool_size - 1) || pool_size < (1ull << BUDDY_MIN_ORDER) || pool_size > BUDDY_MAX_POOL) {
+            snprintf(err, errlen, "buddy: pool_size must be a power of two from 512 B to 256 TiB");
             return CMB_ERR_INVALID;
         }
         *out = pool_size;
@@ -332,6 +334,8 @@ static cmb_status pool_size_of(cmb_upstream *up, uint64_t pool_size, double frac
         return CMB_ERR_OOM;
     }
     *out = 1ull << (63 - __builtin_clzll(share));
+    if (*out > BUDDY_MAX_POOL)
+        *out = BUDDY_MAX_POOL;
     return CMB_OK;
 }
 
