@@ -10,6 +10,9 @@ extern const cmb_allocator_methods cmb_cub_methods;
 extern const cmb_allocator_methods cmb_rmm_pool_methods;
 extern const cmb_allocator_methods cmb_arena_methods;
 extern const cmb_allocator_methods cmb_binning_methods;
+extern const cmb_allocator_methods cmb_bfc_methods;
+extern const cmb_allocator_methods cmb_cupy_methods;
+extern const cmb_allocator_methods cmb_buddy_methods;
 
 static const cmb_allocator_entry entries[] = {
     {"cuda", &cmb_cuda_methods, "", NULL},
@@ -23,6 +26,11 @@ static const cmb_allocator_entry entries[] = {
     {"rmm-pool", &cmb_rmm_pool_methods, "", NULL},
     {"arena", &cmb_arena_methods, "", NULL},
     {"binning", &cmb_binning_methods, "", NULL},
+    {"bfc", &cmb_bfc_methods, "", NULL},
+    {"bfc-prealloc", &cmb_bfc_methods, "allow_growth=false",
+     "TensorFlow BFC as TF's GPU default (allow_growth off): one region of the whole memory limit"},
+    {"cupy", &cmb_cupy_methods, "", NULL},
+    {"buddy", &cmb_buddy_methods, "", NULL},
 };
 
 size_t cmb_allocator_count(void)
