@@ -24,6 +24,7 @@
 #include "metered.h"
 #include "metrics.h"
 #include "wire.h"
+#include "../traces/trace.h"
 
 #define CMB_MAX_STREAMS 16
 #define CMB_MAX_CASE_COUNTERS 48
@@ -56,6 +57,11 @@ struct cmb_case {
     cmb_status fail_status;
     char fail_msg[480];
     int keep_live;
+
+    /* trace recording (first repetition only) */
+    cmb_trace_writer *recorder;
+    uint64_t rep_t0_ns;
+    int repetition;
 
     /* whole case */
     cmb_stream streams[CMB_MAX_STREAMS];
@@ -176,8 +182,15 @@ cmb_stream cmb_case_stream(cmb_case *c, int index)
     return c->streams[index];
 }
 
+static int64_t rep_time_ns(const cmb_case *c)
+{
+    return (int64_t)(cmb_now_ns() - c->rep_t0_ns);
+}
+
 cmb_status cmb_case_sync(cmb_case *c)
 {
+    if (c->recorder)
+        cmb_trace_write_sync(c->recorder, -1, rep_time_ns(c));
     if (c->spec->mode == CMB_MODE_SIM)
         return CMB_OK;
     cudaError_t e = cudaDeviceSynchronize();
@@ -312,6 +325,7 @@ static void restore_instance(cmb_case *c, const saved_instance *s)
 
 static cmb_status open_upstream(cmb_case *c);
 static cmb_status create_allocator(cmb_case *c);
+static uint64_t effective_cap(const cmb_case *c);
 
 cmb_status cmb_case_with_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
                                          cmb_alloc_stats *stats)
@@ -335,8 +349,8 @@ cmb_status cmb_case_with_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fre
         ucfg.fault = c->spec->fault;
         if (ucfg.kind == CMB_UPSTREAM_SIM)
             ucfg.sim_capacity = c->capacity;
-        else if (cap_for_upstream || c->spec->capacity)
-            ucfg.fault.cap_bytes = cap_for_upstream ? cap_for_upstream : c->spec->capacity;
+        else if (cap_for_upstream || effective_cap(c))
+            ucfg.fault.cap_bytes = cap_for_upstream ? cap_for_upstream : effective_cap(c);
         st = cmb_upstream_open(&ucfg, &c->up, err, sizeof err);
         if (st != CMB_OK) {
             cmb_case_fail(c, st, "%s", err);
@@ -376,6 +390,54 @@ out_restore:
     return st;
 }
 
+/* --- recording the traffic ------------------------------------------------------------------ */
+
+static int64_t stream_index_of(const cmb_case *c, cmb_stream s)
+{
+    for (int i = 0; i < CMB_MAX_STREAMS; i++)
+        if (c->streams[i] == s)
+            return i;
+    return 0;
+}
+
+static void record_op(void *ctx, cmb_op_kind kind, void *ptr, size_t size, cmb_stream s, const cmb_metered *mt)
+{
+    cmb_case *c = ctx;
+    (void)mt;
+    if (kind == CMB_OP_ALLOC)
+        cmb_trace_write_alloc(c->recorder, ptr, size, stream_index_of(c, s), rep_time_ns(c));
+    else if (kind == CMB_OP_FREE)
+        cmb_trace_write_free(c->recorder, ptr, stream_index_of(c, s), rep_time_ns(c));
+}
+
+static cmb_status start_recording(cmb_case *c)
+{
+    char err[320], comment[CMB_BENCH_NAME_MAX + 64];
+    c->recorder = calloc(1, sizeof *c->recorder);
+    if (!c->recorder)
+        return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
+    snprintf(comment, sizeof comment, "recorded by cumembench from %s, seed %llu", c->spec->name,
+             (unsigned long long)c->spec->seed);
+    if (cmb_trace_writer_open(c->recorder, c->spec->record_trace, comment, err, sizeof err)) {
+        free(c->recorder);
+        c->recorder = NULL;
+        return cmb_case_fail(c, CMB_ERR_IO, "%s", err);
+    }
+    cmb_metered_add_observer(&c->mt, record_op, c);
+    return CMB_OK;
+}
+
+static void stop_recording(cmb_case *c)
+{
+    char err[320];
+    if (!c->recorder)
+        return;
+    if (cmb_trace_writer_close(c->recorder, err, sizeof err))
+        cmb_case_fail(c, CMB_ERR_IO, "%s", err);
+    free(c->recorder);
+    c->recorder = NULL;
+}
+
 /* --- one repetition ------------------------------------------------------------------------ */
 
 static void reset_repetition(cmb_case *c)
@@ -403,8 +465,8 @@ static cmb_status open_upstream(cmb_case *c)
     ucfg.fault = c->spec->fault;
     if (ucfg.kind == CMB_UPSTREAM_SIM) {
         ucfg.sim_capacity = c->capacity;
-    } else if (c->spec->capacity) {
-        ucfg.fault.cap_bytes = c->spec->capacity; /* a smaller GPU */
+    } else if (effective_cap(c)) {
+        ucfg.fault.cap_bytes = effective_cap(c); /* a smaller GPU */
     }
     cmb_status st = cmb_upstream_open(&ucfg, &c->up, err, sizeof err);
     if (st != CMB_OK)
@@ -431,16 +493,28 @@ static cmb_status create_allocator(cmb_case *c)
     return CMB_OK;
 }
 
+/* A scenario parameter named "capacity" (non-zero) overrides --capacity
+ * for its case: a replay can model the GPU its trace was recorded on. */
+static uint64_t effective_cap(const cmb_case *c)
+{
+    const char *v = cmb_param_set_get(&c->spec->params, "capacity");
+    uint64_t cap = 0;
+    if (v && !cmb_parse_size(v, &cap) && cap)
+        return cap;
+    return c->spec->capacity;
+}
+
 static cmb_status setup_repetition(cmb_case *c)
 {
+    uint64_t cap = effective_cap(c);
     reset_repetition(c);
     if (c->spec->mode == CMB_MODE_GPU) {
         c->free_at_start = gpu_free_bytes();
         c->capacity = c->free_at_start;
-        if (c->spec->capacity && c->spec->capacity < c->capacity)
-            c->capacity = c->spec->capacity;
+        if (cap && cap < c->capacity)
+            c->capacity = cap;
     } else {
-        c->capacity = c->spec->capacity;
+        c->capacity = cap;
     }
     if ((c->m->flags & CMB_ALLOC_USES_UPSTREAM) && open_upstream(c) != CMB_OK)
         return c->fail_status;
@@ -453,6 +527,9 @@ static cmb_status setup_repetition(cmb_case *c)
         c->mt.sample_device = gpu_sample_used;
         c->mt.sample_ctx = c;
     }
+    c->rep_t0_ns = cmb_now_ns();
+    if (c->spec->record_trace[0] && c->repetition == 0)
+        return start_recording(c);
     return CMB_OK;
 }
 
@@ -537,6 +614,8 @@ static void probe_capacity(cmb_case *c)
 static void teardown_repetition(cmb_case *c)
 {
     int64_t leaked = -1;
+    stop_recording(c); /* what the harness frees below is not the program's traffic */
+    c->repetition++;
     if (c->have_mt && !c->keep_live) {
         uint64_t failures = cmb_metered_free_all(&c->mt, cmb_case_stream(c, 0));
         if (failures)

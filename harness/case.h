@@ -24,6 +24,7 @@ typedef struct cmb_case_spec {
     uint64_t capacity;     /* sim: device size; GPU: cap for upstream policies (0 = none) */
     int repetitions;
     cmb_fault_spec fault;
+    char record_trace[512]; /* write the first repetition's traffic here */
     char name[CMB_BENCH_NAME_MAX];
 } cmb_case_spec;
 

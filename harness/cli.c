@@ -28,6 +28,8 @@ void cmb_cli_usage(FILE *f)
           "  --case-timeout SECONDS    kill a case that runs longer (default 900)\n"
           "  --fault nth=N,every=K,prob=P,seed=S\n"
           "                            inject upstream failures (fault-injection runs)\n"
+          "  --record-trace FILE       write the allocation traffic of the one selected case\n"
+          "                            (first repetition) as a trace (traces/FORMAT.md)\n"
           "  --quiet                   only errors and the summary\n"
           "  --version, --help\n",
           f);
@@ -225,6 +227,13 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
                 snprintf(err, errlen, "--case-timeout expects a positive number of seconds, got '%s'", v);
                 return -1;
             }
+        } else if (matches(a, "--record-trace")) {
+            VALUE("--record-trace");
+            if (!*v) {
+                snprintf(err, errlen, "--record-trace needs a file name");
+                return -1;
+            }
+            cli->record_trace = v;
         } else if (matches(a, "--fault")) {
             VALUE("--fault");
             if (parse_fault(v, &cli->fault, err, errlen))

@@ -31,6 +31,7 @@ typedef struct cmb_cli {
     double case_timeout_s;
     int quiet;
     cmb_fault_spec fault;
+    const char *record_trace; /* write the traffic of the (single) case */
 } cmb_cli;
 
 /* 0 on success; -1 with a one-line message in err. */

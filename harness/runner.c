@@ -207,6 +207,8 @@ static int build_plan(const cmb_cli *cli, cmb_mode mode, uint64_t check_capacity
                                                     : cli->capacity;
                 cs->repetitions = cli->repetitions;
                 cs->fault = cli->fault;
+                if (cli->record_trace)
+                    snprintf(cs->record_trace, sizeof cs->record_trace, "%s", cli->record_trace);
                 cmb_case_spec_make_name(cs);
                 pc->methods = methods[a];
                 const char *why = skip_reason(cs, methods[a]);
@@ -271,6 +273,10 @@ static void child_argv(child_args *a, const char *self, const cmb_case_spec *cs)
     if (cs->capacity) {
         arg(a, "--capacity");
         arg(a, "%llu", (unsigned long long)cs->capacity);
+    }
+    if (cs->record_trace[0]) {
+        arg(a, "--record-trace");
+        arg(a, "%s", cs->record_trace);
     }
     if (cs->fault.fail_nth || cs->fault.fail_every || cs->fault.fail_prob > 0) {
         arg(a, "--fault");
@@ -514,6 +520,11 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         fprintf(stderr, "cumembench: %s\n", err);
         goto out_free;
     }
+    if (cli->record_trace && p.n - p.n_skipped != 1) {
+        fprintf(stderr, "cumembench: --record-trace needs exactly one case to run (%zu selected): choose one "
+                        "scenario, one allocator and one value per parameter\n", p.n - p.n_skipped);
+        goto out_free;
+    }
     if (cli->out)
         snprintf(dir, sizeof dir, "%s", cli->out);
     else
@@ -627,6 +638,8 @@ int cmb_run_child(const cmb_cli *cli)
                                             : cli->capacity;
     cs->repetitions = cli->repetitions;
     cs->fault = cli->fault;
+    if (cli->record_trace)
+        snprintf(cs->record_trace, sizeof cs->record_trace, "%s", cli->record_trace);
     cmb_case_spec_make_name(cs);
     rc = cmb_case_run_child(cs, cli->result_fd >= 0 ? cli->result_fd : 1);
 out:

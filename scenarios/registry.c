@@ -4,9 +4,11 @@
 #include "scenario.h"
 
 extern const cmb_scenario cmb_scenario_churn;
+extern const cmb_scenario cmb_scenario_replay;
 
 static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_churn,
+    &cmb_scenario_replay,
 };
 
 size_t cmb_scenario_count(void)

@@ -1,0 +1,320 @@
+/* replay.c - replay a recorded allocation trace under any allocator.
+ *
+ * Question: my real workload ran out of memory (or held too much): would
+ * another allocator, or another setting, have fit it, how much would it
+ * hold, and what is the smallest GPU it fits on?
+ *
+ * Reads the suite's trace format or an RMM logging_resource_adaptor CSV
+ * (PyTorch snapshots are converted first with
+ * traces/torch_snapshot_to_trace.py), then replays every allocation and
+ * free in order, on the streams the trace recorded (mapped in order of
+ * first use). In sim mode the replay is exact and deterministic; on a GPU
+ * the allocations are real and per-operation latency is measured. An
+ * allocation the allocator cannot serve is counted (replay_ooms) and its
+ * later free skipped: the replay goes on, as a program catching the error
+ * would. With find_min_capacity (sim), the trace is replayed again on fresh
+ * instances to find the smallest device it fits in without an OOM, by
+ * bisection to 2 MiB (RMM's replay guide does this search by hand).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../harness/clock.h"
+#include "../traces/trace.h"
+#include "scenario.h"
+
+#define MAX_STREAMS 16
+
+/* --- the trace in memory ------------------------------------------------------------ */
+
+typedef struct packed_event {
+    uint8_t op;     /* cmb_trace_op */
+    int8_t stream;  /* index into the case's streams, -1 = device */
+    uint32_t slot;
+    uint64_t size;
+} packed_event;
+
+typedef struct loaded_trace {
+    char path[512];
+    packed_event *ev;
+    size_t n, cap;
+    uint32_t slots;
+    int streams;
+    int folded_streams;      /* more distinct streams than MAX_STREAMS */
+    cmb_trace_counts counts;
+} loaded_trace;
+
+/* One trace stays loaded across the repetitions of a case. */
+static loaded_trace cache;
+
+static int push_event(loaded_trace *t, const packed_event *e)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        packed_event *grown = realloc(t->ev, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        t->ev = grown;
+        t->cap = cap;
+    }
+    t->ev[t->n++] = *e;
+    return 0;
+}
+
+static int stream_index(loaded_trace *t, int64_t *seen, int64_t stream)
+{
+    if (stream < 0)
+        return -1;
+    for (int i = 0; i < t->streams; i++)
+        if (seen[i] == stream)
+            return i;
+    if (t->streams < MAX_STREAMS) {
+        seen[t->streams] = stream;
+        return t->streams++;
+    }
+    t->folded_streams = 1;
+    return (int)(stream % MAX_STREAMS);
+}
+
+static cmb_status load_trace(cmb_case *c, const char *path)
+{
+    cmb_trace_reader r;
+    cmb_trace_event ev;
+    char err[640];
+    int64_t seen[MAX_STREAMS];
+    int rc;
+    if (cache.ev && !strcmp(cache.path, path))
+        return CMB_OK;
+    free(cache.ev);
+    memset(&cache, 0, sizeof cache);
+    if (cmb_trace_open(&r, path, err, sizeof err))
+        return cmb_case_fail(c, CMB_ERR_PARSE, "%s", err);
+    while ((rc = cmb_trace_next(&r, &ev, err, sizeof err)) == 1) {
+        packed_event p = {(uint8_t)ev.op, 0, ev.slot, ev.size};
+        p.stream = (int8_t)(ev.op == CMB_TRACE_SYNC && ev.stream < 0 ? -1 : stream_index(&cache, seen, ev.stream));
+        if (push_event(&cache, &p)) {
+            rc = -1;
+            snprintf(err, sizeof err, "%s: host out of memory", path);
+            break;
+        }
+    }
+    cache.counts = r.counts;
+    cache.slots = r.n_slots;
+    cmb_trace_close(&r);
+    if (rc < 0) {
+        free(cache.ev);
+        memset(&cache, 0, sizeof cache);
+        return cmb_case_fail(c, CMB_ERR_PARSE, "%s", err);
+    }
+    snprintf(cache.path, sizeof cache.path, "%s", path);
+    return CMB_OK;
+}
+
+/* --- one replay ---------------------------------------------------------------------------- */
+
+typedef struct replay_run {
+    const loaded_trace *t;
+    void **ptr;          /* per slot; NULL when not live */
+    uint64_t ooms;
+    int honour_syncs;
+} replay_run;
+
+static cmb_status sync_stream(cmb_case *c, int index)
+{
+    if (cmb_case_mode(c) != CMB_MODE_GPU)
+        return CMB_OK;
+    cudaError_t e = index < 0 ? cudaDeviceSynchronize() : cudaStreamSynchronize((cudaStream_t)cmb_case_stream(c, index));
+    return e == cudaSuccess ? CMB_OK : cmb_case_fail(c, CMB_ERR_CUDA, "synchronize: %s", cudaGetErrorString(e));
+}
+
+static cmb_status replay_events(cmb_case *c, void *arg)
+{
+    replay_run *run = arg;
+    const loaded_trace *t = run->t;
+    cmb_stream streams[MAX_STREAMS];
+    for (int i = 0; i < MAX_STREAMS; i++)
+        streams[i] = i < t->streams ? cmb_case_stream(c, i) : NULL;
+    memset(run->ptr, 0, (size_t)t->slots * sizeof *run->ptr);
+    run->ooms = 0;
+
+    for (size_t i = 0; i < t->n; i++) {
+        const packed_event *e = &t->ev[i];
+        cmb_status st;
+        switch (e->op) {
+        case CMB_TRACE_ALLOC:
+            st = cmb_alloc(c, e->size, streams[e->stream], &run->ptr[e->slot]);
+            if (st == CMB_ERR_OOM) {
+                run->ptr[e->slot] = NULL;
+                run->ooms++;
+            } else if (st != CMB_OK) {
+                return cmb_case_fail(c, st, "event %zu: allocation of %llu bytes failed", i,
+                                     (unsigned long long)e->size);
+            }
+            break;
+        case CMB_TRACE_FREE:
+            if (run->ptr[e->slot]) {
+                st = cmb_free(c, run->ptr[e->slot], streams[e->stream]);
+                if (st != CMB_OK)
+                    return cmb_case_fail(c, st, "event %zu: free failed", i);
+                run->ptr[e->slot] = NULL;
+            }
+            break;
+        default:
+            if (run->honour_syncs && sync_stream(c, e->stream) != CMB_OK)
+                return CMB_ERR_CUDA;
+        }
+    }
+    return CMB_OK;
+}
+
+/* --- the smallest capacity that fits --------------------------------------------------------- */
+
+typedef struct fit_probe {
+    replay_run *run;
+    uint64_t ooms;
+} fit_probe;
+
+static cmb_status fit_fn(cmb_case *c, void *arg)
+{
+    fit_probe *p = arg;
+    cmb_status st = replay_events(c, p->run);
+    p->ooms = p->run->ooms;
+    return st;
+}
+
+static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, uint64_t hi, uint64_t *best)
+{
+    const uint64_t step = 2u << 20;
+    fit_probe p = {run, 0};
+    lo = lo / step * step;
+    hi = (hi + step - 1) / step * step;
+    *best = 0;
+    /* invariant: lo does not fit (or is the lower bound), hi fits */
+    cmb_status st = cmb_case_with_fresh_allocator(c, hi, fit_fn, &p, NULL);
+    if (st != CMB_OK)
+        return st;
+    if (p.ooms)
+        return CMB_OK; /* does not fit even the whole device */
+    while (hi - lo > step) {
+        uint64_t mid = (lo + (hi - lo) / 2) / step * step;
+        if (mid <= lo)
+            mid = lo + step;
+        st = cmb_case_with_fresh_allocator(c, mid, fit_fn, &p, NULL);
+        if (st != CMB_OK)
+            return st;
+        if (p.ooms)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *best = hi;
+    return CMB_OK;
+}
+
+/* --- the scenario ------------------------------------------------------------------------------- */
+
+static void trace_counters(cmb_case *c, const loaded_trace *t, uint64_t ooms, double seconds)
+{
+    cmb_case_counter(c, "trace_events", (double)t->n);
+    cmb_case_counter(c, "trace_allocs", (double)t->counts.allocs);
+    cmb_case_counter(c, "trace_frees", (double)t->counts.frees);
+    cmb_case_counter(c, "trace_streams", (double)t->streams);
+    cmb_case_counter(c, "replay_ooms", (double)ooms);
+    if (t->counts.skipped_failures)
+        cmb_case_counter(c, "trace_skipped_failures", (double)t->counts.skipped_failures);
+    if (t->counts.unknown_frees)
+        cmb_case_counter(c, "trace_unknown_frees", (double)t->counts.unknown_frees);
+    if (seconds > 0)
+        cmb_case_counter(c, "events_per_s", (double)t->n / seconds);
+}
+
+static cmb_status replay_run_case(cmb_case *c)
+{
+    const char *path = cmb_param_str(c, "trace");
+    cmb_status st = load_trace(c, path);
+    if (st != CMB_OK)
+        return st;
+    if (cache.folded_streams)
+        cmb_case_note(c, "more than %d streams: extra streams share handles", MAX_STREAMS);
+    replay_run run = {&cache, calloc(cache.slots ? cache.slots : 1, sizeof(void *)), 0,
+                      cmb_param_bool(c, "sync")};
+    if (!run.ptr)
+        return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
+
+    double t0 = cmb_now_s();
+    st = replay_events(c, &run);
+    if (st == CMB_OK)
+        st = cmb_case_sync(c);
+    double seconds = cmb_now_s() - t0;
+    cmb_case_set_time(c, seconds);
+    if (st == CMB_OK)
+        trace_counters(c, &cache, run.ooms, seconds);
+
+    if (st == CMB_OK && cmb_param_bool(c, "find_min_capacity")) {
+        if (cmb_case_mode(c) != CMB_MODE_SIM) {
+            cmb_case_note(c, "find_min_capacity runs in sim mode only");
+        } else {
+            uint64_t best;
+            /* the blocks of the main replay stay live for the harness's probe:
+             * the search runs on fresh instances with their own devices */
+            st = find_min_capacity(c, &run, 0, cmb_case_capacity(c), &best);
+            if (st == CMB_OK && best)
+                cmb_case_counter(c, "min_capacity_bytes", (double)best);
+            else if (st == CMB_OK)
+                cmb_case_note(c, "the trace does not fit the whole device");
+        }
+    }
+    free(run.ptr);
+    return st;
+}
+
+/* The parent reads every trace once before anything runs, so a missing or
+ * malformed trace stops the run with FILE:LINE: reason instead of failing
+ * each case. */
+static int replay_check(const cmb_case *c, char *reason, size_t len)
+{
+    static char checked[16][512];
+    static int n_checked;
+    const char *path = cmb_param_str(c, "trace");
+    for (int i = 0; i < n_checked; i++)
+        if (!strcmp(checked[i], path))
+            return 0;
+    cmb_trace_reader r;
+    cmb_trace_event ev;
+    int rc;
+    if (cmb_trace_open(&r, path, reason, len))
+        return -1;
+    while ((rc = cmb_trace_next(&r, &ev, reason, len)) == 1)
+        ;
+    cmb_trace_close(&r);
+    if (rc < 0)
+        return -1;
+    if (n_checked < 16)
+        snprintf(checked[n_checked++], sizeof checked[0], "%s", path);
+    return 0;
+}
+
+static const cmb_param_spec replay_params[] = {
+    {"trace", CMB_P_TEXT, "traces/samples/torch_mlp_sweep_default.trace,traces/samples/churn_small.trace",
+     "traces/samples/torch_mlp_sweep_default.trace,traces/samples/churn_small.trace", 0, 0, NULL,
+     "trace file: the suite's format or an RMM log CSV (paths relative to the working directory)"},
+    {"capacity", CMB_P_SIZE, "0", "0", 0, 1099511627776.0, NULL,
+     "device size for the replay (sim) or cap (GPU, policies); 0 = the run's --capacity / the GPU"},
+    {"sync", CMB_P_BOOL, "true", "true", 0, 0, NULL, "honour the trace's stream synchronisations"},
+    {"find_min_capacity", CMB_P_BOOL, "true", "true", 0, 0, NULL,
+     "sim: also find the smallest device the trace fits in (2 MiB steps)"},
+};
+
+const cmb_scenario cmb_scenario_replay = {
+    .name = "replay",
+    .question = "Would my recorded workload fit, and how much would it hold, under another allocator or "
+                "setting, and what is the smallest GPU it fits on?",
+    .params = replay_params,
+    .n_params = sizeof replay_params / sizeof replay_params[0],
+    .flags = 0,
+    .check = replay_check,
+    .run = replay_run_case,
+};

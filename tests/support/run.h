@@ -1,0 +1,19 @@
+/* run.h - running the cumembench binary from tests (CMB_BIN, set by CTest). */
+#ifndef CMB_TEST_RUN_H
+#define CMB_TEST_RUN_H
+
+#include <stddef.h>
+
+/* Runs `$CMB_BIN <args>` through /bin/sh with stdout and stderr captured
+ * into out; returns the exit status (or -1). */
+int cmb_test_run(const char *args, char *out, size_t outlen);
+/* Same for any shell command line. */
+int cmb_test_sh(const char *cmd, char *out, size_t outlen);
+/* A fresh empty temporary directory (static buffer). */
+const char *cmb_test_tmpdir(void);
+/* The source tree (CMB_SRC). */
+const char *cmb_test_src(void);
+/* 1 when path exists. */
+int cmb_test_exists(const char *path);
+
+#endif /* CMB_TEST_RUN_H */

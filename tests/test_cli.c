@@ -1,0 +1,163 @@
+/* test_cli.c - malformed command lines: each gets exit status 2, exactly
+ * one line on stderr that says what is wrong, and writes nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "support/run.h"
+
+typedef struct bad_case {
+    const char *args;
+    const char *expect; /* a piece of the one-line message */
+} bad_case;
+
+static const bad_case bad[] = {
+    {"--bogus", "unknown option '--bogus'"},
+    {"-x", "unknown option"},
+    {"--scenario", "needs a value"},
+    {"--scenario nosuch", "unknown scenario 'nosuch'"},
+    {"--scenario churn,,replay", "empty scenario name"},
+    {"--scenario ,churn", "empty scenario name"},
+    {"--allocator nosuch", "unknown allocator 'nosuch'"},
+    {"--allocator cuda,", "empty allocator name"},
+    {"--allocator cuda@gpu", "unknown upstream 'gpu'"},
+    {"--allocator cuda:", "empty option list"},
+    {"--allocator cuda:noequals", "is not key=value"},
+    {"--allocator external:", "needs a path"},
+    {"--allocator external:/nonexistent/lib.so", "cannot load external allocator"},
+    {"--preset medium", "expects quick or full"},
+    {"--mode turbo", "expects auto, gpu or sim"},
+    {"--seed -4", "--seed expects a non-negative integer"},
+    {"--seed abc", "--seed expects a non-negative integer"},
+    {"--repetitions 0", "--repetitions expects an integer in [1, 1000]"},
+    {"--repetitions 1.5", "--repetitions expects an integer"},
+    {"--repetitions 5000", "--repetitions expects an integer"},
+    {"--capacity 12", "--capacity expects a size of at least 1MiB"},
+    {"--capacity lots", "--capacity expects a size"},
+    {"--device -1", "--device expects an integer"},
+    {"--case-timeout 0", "--case-timeout expects a positive number"},
+    {"--case-timeout soon", "--case-timeout expects a positive number"},
+    {"--fault nth=x", "--fault: expected"},
+    {"--fault prob=2", "--fault: expected"},
+    {"--fault sometimes", "--fault: expected"},
+    {"--param", "needs a value"},
+    {"--param n", "--param expects NAME=VALUE"},
+    {"--param =5", "--param expects NAME=VALUE"},
+    {"--param n=", "--param expects NAME=VALUE"},
+    {"--param nosuch=1 --scenario churn", "no selected scenario has a parameter 'nosuch'"},
+    {"--param n=-3 --scenario churn", "parameter n=-3: expected a non-negative integer"},
+    {"--param n=0 --scenario churn", "out of range"},
+    {"--param max_size=huge --scenario churn", "parameter max_size=huge: expected a size"},
+    {"--param dist=normal --scenario churn", "expected one of uniform|loguniform|bimodal"},
+    {"--param fill=1.5 --scenario churn", "out of range"},
+    {"--param checkerboard=maybe --scenario churn", "expected true or false"},
+    {"--param n=10,,20 --scenario churn", "empty value"},
+    {"--param n=1 --param n=2 --scenario churn", "given twice"},
+    {"--param fill_min=64MiB --param fill_max=1MiB --scenario churn", "fill_min must not exceed fill_max"},
+    {"--param 'trace=a;b' --scenario replay", "may not contain"},
+    {"--param trace=/nonexistent.trace --scenario replay", "/nonexistent.trace: cannot open"},
+    {"--allocator cuda:bogus=1 --scenario churn --param n=10 --record-trace", "needs a value"},
+    {"--record-trace /tmp/x.trace --scenario churn", "needs exactly one case"},
+    {"--out", "needs a value"},
+    {"--mode gpu", "no CUDA GPU is usable"},
+};
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static void malformed_invocations(void **state)
+{
+    (void)state;
+    char args[1024], out[8192];
+    assert_true(sizeof bad / sizeof bad[0] >= 30);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *dir = cmb_test_tmpdir();
+        char outdir[512];
+        snprintf(outdir, sizeof outdir, "%s/out", dir);
+        snprintf(args, sizeof args, "--mode sim --quiet --out %s %s", outdir, bad[i].args);
+        /* the last options win for --mode: "--mode gpu" is tested as given */
+        if (!strcmp(bad[i].args, "--mode gpu"))
+            snprintf(args, sizeof args, "--mode gpu --out %s", outdir);
+        if (!strcmp(bad[i].args, "--out"))
+            snprintf(args, sizeof args, "--mode sim --out");
+        int rc = cmb_test_run(args, out, sizeof out);
+        if (rc != 2 || !strstr(out, bad[i].expect) || count_lines(out) != 1)
+            fail_msg("'%s': exit %d, output '%s' (want exit 2 and one line with '%s')", bad[i].args, rc, out,
+                     bad[i].expect);
+        if (cmb_test_exists(outdir))
+            fail_msg("'%s': wrote %s although the command line was rejected", bad[i].args, outdir);
+    }
+}
+
+static void unwritable_out(void **state)
+{
+    (void)state;
+    char out[8192];
+    int rc = cmb_test_run("--mode sim --scenario churn --allocator cuda --param n=10 --out /proc/nope/x",
+                          out, sizeof out);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "cannot create output directory /proc/nope/x"));
+}
+
+static void out_already_holds_results(void **state)
+{
+    (void)state;
+    char args[1024], out[8192];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario churn --allocator cuda --param n=100 --param checkerboard=false "
+             "--param max_size=1MiB --param dist=uniform --repetitions 1 --out %s/o",
+             dir);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 2);
+    assert_non_null(strstr(out, "already holds results"));
+}
+
+static void help_list_version(void **state)
+{
+    (void)state;
+    char out[65536];
+    assert_int_equal(cmb_test_run("--help", out, sizeof out), 0);
+    assert_non_null(strstr(out, "usage: cumembench"));
+    assert_int_equal(cmb_test_run("--list", out, sizeof out), 0);
+    assert_non_null(strstr(out, "churn"));
+    assert_non_null(strstr(out, "replay"));
+    assert_non_null(strstr(out, "cuda-async-retain"));
+    assert_int_equal(cmb_test_run("--version", out, sizeof out), 0);
+    assert_non_null(strstr(out, "cumembench"));
+}
+
+/* No GPU here: the run says so in one line and falls back to sim mode. */
+static void no_gpu_falls_back_to_sim(void **state)
+{
+    (void)state;
+    char args[1024], out[65536];
+    snprintf(args, sizeof args,
+             "--scenario churn --allocator all --param n=100 --param checkerboard=false --repetitions 1 --out %s/o",
+             cmb_test_tmpdir());
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "no CUDA GPU available"));
+    assert_non_null(strstr(out, "running in sim mode"));
+    assert_non_null(strstr(out, "skipping allocator cuda-async: needs a GPU"));
+    assert_non_null(strstr(out, "GPU timings need a GPU"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(malformed_invocations),   cmocka_unit_test(unwritable_out),
+        cmocka_unit_test(out_already_holds_results), cmocka_unit_test(help_list_version),
+        cmocka_unit_test(no_gpu_falls_back_to_sim),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,119 @@
+/* test_params.c - scenario parameters: canonical values, preset grids,
+ * command-line sweeps, and the churn traffic generator's RMM semantics. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/params.h"
+#include "support/run.h"
+
+static void canonical_values(void **state)
+{
+    (void)state;
+    const cmb_scenario *churn = cmb_scenario_find("churn");
+    const cmb_param_spec *max = cmb_param_spec_find(churn, "max_size");
+    const cmb_param_spec *fill = cmb_param_spec_find(churn, "fill");
+    const cmb_param_spec *flag = cmb_param_spec_find(churn, "checkerboard");
+    char out[64], err[256];
+    assert_int_equal(cmb_param_canonical(max, "1048576", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(out, "1MiB");
+    assert_int_equal(cmb_param_canonical(max, "1536KiB", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(out, "1536KiB");
+    assert_int_equal(cmb_param_canonical(max, "4G", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(out, "4GiB");
+    assert_int_equal(cmb_param_canonical(fill, "0.50", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(out, "0.5");
+    assert_int_equal(cmb_param_canonical(flag, "yes", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(out, "true");
+    assert_int_equal(cmb_param_canonical(fill, "0.99", out, sizeof out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "out of range"));
+}
+
+static size_t expand(const char *scenario, cmb_preset preset, const cmb_param_override *ov, size_t n_ov,
+                     cmb_param_set **sets)
+{
+    char err[256];
+    size_t n;
+    if (cmb_params_expand(cmb_scenario_find(scenario), preset, ov, n_ov, sets, &n, err, sizeof err))
+        fail_msg("expand: %s", err);
+    return n;
+}
+
+static void preset_grids(void **state)
+{
+    (void)state;
+    cmb_param_set *sets;
+    /* quick: n=10000 x max_size {1,64} MiB x dist {uniform, bimodal} */
+    assert_int_equal(expand("churn", CMB_PRESET_QUICK, NULL, 0, &sets), 4);
+    assert_string_equal(cmb_param_set_get(&sets[0], "max_size"), "1MiB");
+    assert_string_equal(cmb_param_set_get(&sets[0], "dist"), "uniform");
+    assert_string_equal(cmb_param_set_get(&sets[1], "dist"), "bimodal");
+    free(sets);
+    /* full: RMM's 3 x 6 grid of uniform sizes, plus 2 x 2 other distributions */
+    assert_int_equal(expand("churn", CMB_PRESET_FULL, NULL, 0, &sets), 18 + 4);
+    free(sets);
+    /* a sweep on the command line replaces the preset's values */
+    cmb_param_override ov[] = {{"n", "100,200,300"}, {"dist", "loguniform"}};
+    assert_int_equal(expand("churn", CMB_PRESET_QUICK, ov, 2, &sets), 6);
+    assert_string_equal(cmb_param_set_get(&sets[5], "n"), "300");
+    assert_string_equal(cmb_param_set_get(&sets[5], "dist"), "loguniform");
+    char text[512];
+    cmb_param_set_format(&sets[0], '=', ';', text, sizeof text);
+    assert_non_null(strstr(text, "n=100;max_size=1MiB;dist=loguniform;"));
+    free(sets);
+    /* overrides that fold grids together leave no duplicate cases */
+    cmb_param_override same[] = {{"n", "10000"}, {"max_size", "64MiB"}, {"dist", "bimodal"}};
+    assert_int_equal(expand("churn", CMB_PRESET_FULL, same, 3, &sets), 1);
+    free(sets);
+}
+
+/* A repetition reports the RMM semantics: n allocations made, live bytes
+ * under live_cap, sizes within [1, max_size]. */
+static void churn_generator(void **state)
+{
+    (void)state;
+    char args[2048], out[65536], cmd[4096];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario churn --allocator cuda --param n=2000 --param max_size=4MiB "
+             "--param dist=uniform,loguniform,bimodal --param live_cap=16MiB --param checkerboard=false "
+             "--repetitions 1 --out %s/o",
+             dir);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    /* all three distributions made exactly n allocations, stayed under the cap */
+    snprintf(cmd, sizeof cmd,
+             "test $(grep -c ',churn_allocations,2000,' %s/o/results.csv) = 3 && "
+             "awk -F, '$11==\"peak_requested_bytes\" && ($12 >= 16777216 || $12 < 4194304) {bad=1} END {exit bad}' "
+             "%s/o/results.csv && test $(grep -c ',allocs,2000,' %s/o/results.csv) = 3",
+             dir, dir, dir);
+    if (cmb_test_sh(cmd, out, sizeof out))
+        fail_msg("churn counters: %s", out);
+    /* the seed changes the traffic, the same seed repeats it */
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario churn --allocator cuda --param n=2000 --param max_size=4MiB "
+             "--param dist=uniform --param checkerboard=false --repetitions 1 --seed 7 --out %s/s7",
+             dir);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd,
+             "a=$(grep 'dist=uniform' %s/o/results.csv | grep ',peak_requested_bytes,' | cut -d, -f12); "
+             "b=$(grep ',peak_requested_bytes,' %s/s7/results.csv | cut -d, -f12); test \"$a\" != \"$b\"",
+             dir, dir);
+    if (cmb_test_sh(cmd, out, sizeof out))
+        fail_msg("different seeds gave the same traffic");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(canonical_values),
+        cmocka_unit_test(preset_grids),
+        cmocka_unit_test(churn_generator),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
