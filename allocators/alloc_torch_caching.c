@@ -78,16 +78,6 @@ static inline int cmp_uptr(uintptr_t a, uintptr_t b)
 }
 
 /* BlockComparatorSize: (stream, size, address). */
-static int size_cmp(const cmb_rbnode *x, const cmb_rbnode *y)
-{
-    const _cmb_tc_block *a = BLK(x), *b = BLK(y);
-    if (a->stream != b->stream)
-        return cmp_uptr((uintptr_t)a->stream, (uintptr_t)b->stream);
-    if (a->size != b->size)
-        return a->size < b->size ? -1 : 1;
-    return cmp_uptr(a->ptr, b->ptr);
-}
-
 static int size_key_cmp(const void *key, const cmb_rbnode *n)
 {
     const tc_key *k = key;
@@ -108,10 +98,43 @@ static int addr_cmp(const cmb_rbnode *x, const cmb_rbnode *y)
     return cmp_uptr(a->ptr, b->ptr);
 }
 
+/* The hot paths order blocks inline rather than through size_cmp. */
+static inline int block_less(const _cmb_tc_block *a, const _cmb_tc_block *b)
+{
+    if (a->stream != b->stream)
+        return (uintptr_t)a->stream < (uintptr_t)b->stream;
+    if (a->size != b->size)
+        return a->size < b->size;
+    return a->ptr < b->ptr;
+}
+
+/* First free block not ordered before (stream, size, 0): best fit. */
+static inline cmb_rbnode *best_fit(const cmb_rbtree *t, cmb_stream stream, size_t size)
+{
+    cmb_rbnode *n = t->root, *found = NULL;
+    while (n) {
+        const _cmb_tc_block *b = BLK(n);
+        int below = b->stream != stream ? (uintptr_t)b->stream < (uintptr_t)stream : b->size < size;
+        if (below) {
+            n = n->right;
+        } else {
+            found = n;
+            n = n->left;
+        }
+    }
+    return found;
+}
+
 void _cmb_tc_insert_free(_cmb_tc_block *b)
 {
+    cmb_rbtree *t = &b->pool->blocks;
+    cmb_rbnode *parent = NULL, **link = &t->root;
+    while (*link) {
+        parent = *link;
+        link = block_less(b, BLK(parent)) ? &parent->left : &parent->right;
+    }
     b->gc_count_base = b->pool->get_free_blocks_call_count;
-    cmb_rb_insert(&b->pool->blocks, &b->node, size_cmp);
+    cmb_rb_link(t, &b->node, parent, link);
     b->where = TC_IN_BLOCKS;
 }
 
@@ -147,9 +170,7 @@ _cmb_tc_block *_cmb_tc_block_new(_cmb_tc_state *st)
     }
     _cmb_tc_block *b = st->free_structs;
     st->free_structs = b->next;
-    memset(b, 0, sizeof *b);
-    b->in_use = 1;
-    b->mapped = 1;
+    *b = (_cmb_tc_block){.in_use = 1, .mapped = 1};
     return b;
 }
 
@@ -272,8 +293,7 @@ static int get_free_block(_cmb_tc_state *st, _cmb_tc_params *p)
     _cmb_tc_pool *pool = p->pool;
     if (st->set_fraction && st->gc_threshold > 0.0)
         pool->get_free_blocks_call_count++;
-    tc_key key = {(uintptr_t)p->stream, p->size, 0};
-    cmb_rbnode *n = cmb_rb_lower_bound(&pool->blocks, &key, size_key_cmp);
+    cmb_rbnode *n = best_fit(&pool->blocks, p->stream, p->size);
     if (!n || BLK(n)->stream != p->stream)
         return 0;
     if (BLK(n)->es) {
