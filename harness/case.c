@@ -143,6 +143,16 @@ cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s)
     return cmb_metered_dealloc(&c->mt, ptr, s);
 }
 
+cmb_status cmb_alloc_raw(cmb_case *c, size_t size, cmb_stream s, void **ptr)
+{
+    return c->m->allocate(c->state, size, s, ptr);
+}
+
+cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s)
+{
+    return c->m->deallocate(c->state, ptr, size, s);
+}
+
 size_t cmb_block_size(const cmb_case *c, void *ptr)
 {
     uint64_t size = 0;
@@ -158,6 +168,11 @@ cmb_status cmb_case_trim(cmb_case *c)
 uint64_t cmb_case_live_bytes(const cmb_case *c)
 {
     return (uint64_t)c->mt.requested.current;
+}
+
+uint64_t cmb_case_peak_bytes(const cmb_case *c)
+{
+    return (uint64_t)c->mt.requested.peak;
 }
 
 cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out)
@@ -724,6 +739,30 @@ static void run_one_repetition(cmb_case *c)
     report_repetition(c);
 }
 
+/* A micro-benchmark drives the library's loop inside run(); the library
+ * times it and refuses pause/resume outside the loop, so there are none. */
+static void run_micro_repetition(cmb_case *c)
+{
+    if (setup_repetition(c) != CMB_OK) {
+        teardown_repetition(c);
+        fail_repetition(c);
+        return;
+    }
+    cmb_status st = c->spec->scenario->run(c);
+    if (st != CMB_OK && c->fail_status == CMB_OK)
+        cmb_case_fail(c, st, "scenario returned %s", cmb_status_str(st));
+    if (c->fail_status == CMB_OK) {
+        check_poison(c);
+        collect_allocator_metrics(c);
+    }
+    teardown_repetition(c);
+    if (c->fail_status != CMB_OK) {
+        fail_repetition(c);
+        return;
+    }
+    report_repetition(c);
+}
+
 static void case_bench_fn(cmb_bench_state *bs, void *arg)
 {
     cmb_case *c = arg;
@@ -735,8 +774,7 @@ static void case_bench_fn(cmb_bench_state *bs, void *arg)
         return;
     }
     if (c->spec->scenario->flags & CMB_SCN_MICRO) {
-        /* run() drives the library's loop itself */
-        run_one_repetition(c);
+        run_micro_repetition(c);
         return;
     }
     while (cmb_bench_keep_running(bs))
@@ -800,6 +838,7 @@ int cmb_case_run_child(const cmb_case_spec *cs, int result_fd)
         .repetitions = cs->repetitions > 0 ? cs->repetitions : 1,
         .manual_time = !micro,
         .unit = micro ? CMB_UNIT_NS : CMB_UNIT_MS,
+        .min_time_s = micro ? 0.25 : 0,
     };
     sink_ctx sc = {result_fd, 0};
     cmb_bench_register(cs->name, case_bench_fn, &c, &opt);

@@ -334,7 +334,9 @@ static void progress_line(const cmb_bench_run *runs, size_t n, char *out, size_t
         return;
     }
     double t = r->real_accumulated_time / (r->iterations > 0 ? (double)r->iterations : 1.0);
-    int used = snprintf(out, len, "%s time %.3g ms", failed ? "partly failed" : "ok", t * 1e3);
+    const char *unit = t < 1e-6 ? "ns" : t < 1e-3 ? "us" : t < 1.0 ? "ms" : "s";
+    double scaled = t < 1e-6 ? t * 1e9 : t < 1e-3 ? t * 1e6 : t < 1.0 ? t * 1e3 : t;
+    int used = snprintf(out, len, "%s time %.3g %s", failed ? "partly failed" : "ok", scaled, unit);
     double v = counter_of(r, "alloc_p50_ns");
     if (!isnan(v))
         used += snprintf(out + used, len - (size_t)used, "  alloc p50 %.0f ns", v);

@@ -5,10 +5,12 @@
 
 extern const cmb_scenario cmb_scenario_churn;
 extern const cmb_scenario cmb_scenario_replay;
+extern const cmb_scenario cmb_scenario_fastpath;
 
 static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_churn,
     &cmb_scenario_replay,
+    &cmb_scenario_fastpath,
 };
 
 size_t cmb_scenario_count(void)

@@ -97,11 +97,19 @@ const char *cmb_param_str(const cmb_case *c, const char *name);
 /* Allocation through the allocator under test (metered). */
 cmb_status cmb_alloc(cmb_case *c, size_t size, cmb_stream s, void **ptr);
 cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s);
+/* The allocator's own calls, without the meters (no clock reads, no live
+ * table): for micro-benchmarks of the fast path only, where the meters'
+ * ~50 ns would be most of what is measured. Blocks from cmb_alloc_raw must
+ * be freed with cmb_free_raw before run() returns. */
+cmb_status cmb_alloc_raw(cmb_case *c, size_t size, cmb_stream s, void **ptr);
+cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s);
 /* Size of a live block (0 when unknown). */
 size_t cmb_block_size(const cmb_case *c, void *ptr);
 cmb_status cmb_case_trim(cmb_case *c);
-/* Bytes requested and live now, and their peak so far. */
+/* Bytes requested and live now, and their peak so far (the meters' own
+ * count, independent of the allocator's statistics). */
 uint64_t cmb_case_live_bytes(const cmb_case *c);
+uint64_t cmb_case_peak_bytes(const cmb_case *c);
 
 /* The allocator's own statistics now (valid == 0 when it keeps none). */
 cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out);
