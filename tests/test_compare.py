@@ -66,6 +66,8 @@ class FixturePairs(unittest.TestCase):
             self.assertEqual(t["verdict"], "regressed")
             self.assertAlmostEqual(t["relative_change"], 0.5, places=9)
             self.assertLess(t["p_value"], 0.001)   # 9 vs 9, no overlap
+            # Holm over the 10 time tests (2 cases x 5 metrics)
+            self.assertAlmostEqual(t["p_adjusted"], 10 * t["p_value"], places=12)
             self.assertTrue(t["optimal_repetitions"])
             self.assertTrue(all(m["verdict"] == "unchanged" for m in c["memory"]))
         self.assertIn("real_time (host)", out)
@@ -81,6 +83,12 @@ class FixturePairs(unittest.TestCase):
         rc, out, err, data = compare("base", "slower", "--time", "off")
         self.assertEqual(rc, 0, out + err)
         self.assertEqual(case(data, "uniform")["time"], [])
+
+    def test_slower_without_correction(self):
+        rc, out, err, data = compare("base", "slower", "--correction", "none")
+        self.assertEqual(rc, 1, out + err)
+        t = metric(case(data, "uniform"), "real_time", "time")
+        self.assertEqual(t["p_adjusted"], t["p_value"])
 
     def test_slower_below_threshold(self):
         # +50% is significant, but not when only +60% counts
