@@ -171,6 +171,40 @@ class FixturePairs(unittest.TestCase):
         self.assertIn("truncated", lines[0])
 
 
+class FailedCases(unittest.TestCase):
+    """A case recorded as failed (error_occurred, as the library records it)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        with open(os.path.join(FIX, "base", "results.json")) as f:
+            data = json.load(f)
+        ok = [b for b in data["benchmarks"] if "dist:uniform/" not in b["name"]]
+        name = next(b["name"] for b in data["benchmarks"] if "dist:uniform/" in b["name"])
+        data["benchmarks"] = ok + [{"name": name, "run_name": name, "run_type": "iteration", "error_occurred": True,
+                                    "error_message": "case crashed (signal 11)", "iterations": 0}]
+        self.failed = os.path.join(self.tmp.name, "failed")
+        os.makedirs(self.failed)
+        with open(os.path.join(self.failed, "results.json"), "w") as f:
+            json.dump(data, f)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_case_that_now_fails_regresses(self):
+        rc, out, err, data = compare("base", self.failed)
+        self.assertEqual(rc, 1, out + err)
+        c = case(data, "uniform")
+        self.assertEqual(c["verdict"], "regressed")
+        self.assertEqual(c["status"], {"baseline": "ok", "current": "failed"})
+        self.assertEqual(data["summary"]["failed_current"], 1)
+        self.assertIn("case crashed (signal 11)", out)
+
+    def test_case_that_now_succeeds_improves(self):
+        rc, out, err, data = compare(self.failed, "base")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(case(data, "uniform")["verdict"], "improved")
+
+
 class UnusableInput(unittest.TestCase):
     def test_missing_directory(self):
         rc, out, err, _ = compare("base", "no-such-run")
