@@ -24,6 +24,8 @@ typedef struct cmb_case_spec {
     uint64_t capacity;     /* sim: device size; GPU: cap for upstream policies (0 = none) */
     int repetitions;
     cmb_fault_spec fault;
+    const char *timeline_dir;  /* first repetition's memory timeline goes here; NULL: none */
+    unsigned timeline_points;  /* at most this many samples (0: the default) */
     char name[CMB_BENCH_NAME_MAX];
 } cmb_case_spec;
 
