@@ -221,17 +221,32 @@ def _base_label(run):
     return run.context.get("gpu_name") or run.gpu or run.run_id
 
 
+# What tells two runs of the same GPU model apart, in the order tried.
+_DISTINGUISH = [
+    lambda r: f"driver {r.context.get('driver_version', '?')}",
+    lambda r: f"CUDA {r.context.get('cuda_runtime', '?')}",
+    lambda r: f"GPU {r.context.get('gpu_device', '?')}",
+    lambda r: r.run_id,
+    lambda r: r.path,
+]
+
+
 def label_runs(runs):
-    """Column titles: the GPU name; where two runs share one, the driver and
-    CUDA runtime are added, then the run id."""
-    labels = [_base_label(r) for r in runs]
-    for extra in (lambda r: f"driver {r.context.get('driver_version', '?')}",
-                  lambda r: f"CUDA {r.context.get('cuda_runtime', '?')}",
-                  lambda r: r.run_id):
-        dup = {lab for lab in labels if labels.count(lab) > 1}
-        if not dup:
-            break
-        labels = [f"{lab} ({extra(r)})" if lab in dup else lab for lab, r in zip(labels, runs)]
+    """Column titles: the GPU name (or 'sim'); runs that share one get the
+    first fact that tells them apart: driver, CUDA runtime, device index,
+    run id, directory."""
+    base = [_base_label(r) for r in runs]
+    labels = list(base)
+    for name in set(base):
+        group = [i for i, b in enumerate(base) if b == name]
+        if len(group) < 2:
+            continue
+        for fact in _DISTINGUISH:
+            vals = [fact(runs[i]) for i in group]
+            if len(set(vals)) == len(vals):
+                for i, v in zip(group, vals):
+                    labels[i] = f"{name} ({v})"
+                break
     for r, lab in zip(runs, labels):
         r.label = lab
     return runs
