@@ -78,7 +78,9 @@ static void take_point(const cmb_timeline *tl, const cmb_metered *mt, cmb_timeli
     }
     if (p->reserved < 0)
         p->reserved = cheap_reserved(mt);
-    if (mt->sample_device)
+    /* a device reading (cudaMemGetInfo) costs microseconds: samples and the
+     * end only, not the peaks, which can come at every allocation */
+    if (mt->sample_device && (kind == CMB_TL_SAMPLE || kind == CMB_TL_END))
         p->device_used = (int64_t)mt->sample_device(mt->sample_ctx);
 }
 

@@ -15,7 +15,8 @@
  *
  * Reserved bytes between samples are followed exactly for allocators over
  * an upstream (its held bytes); for the others the reserved peak is the
- * highest value seen at a sample.
+ * highest value seen at a sample. The device's used bytes (GPU) are read
+ * at the samples and the end only.
  */
 #ifndef CMB_TIMELINE_H
 #define CMB_TIMELINE_H
