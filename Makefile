@@ -50,7 +50,7 @@ report:
 
 report-gpus:
 	@[ -n "$(COMMITTED_RUNS)" ] || { echo "make report-gpus: no committed results under results/<gpu-slug>/" >&2; exit 2; }
-	@$(MAKE) --no-print-directory report RUNS="$(COMMITTED_RUNS)"
+	@$(MAKE) --no-print-directory report RUNS="$(COMMITTED_RUNS)" REPORT="$(or $(REPORT),results/runs/report-gpus.html)"
 
 # The tests also need chromium (the report is checked in a headless browser).
 test: DEPS_FLAGS = --test

@@ -199,7 +199,10 @@ def metric_lines(runs, scenario, param, metric, title, colors, second=None, xlab
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: M.fmt_bytes(v)))
         ys = [p[1].median for pts in series[key].values() for p in pts]
-        if ys and min(ys) > 0 and max(ys) / min(ys) > 50:
+        if second:
+            ys += [p[1].median for pts in _series_over(runs, scenario, param, second).get(key, {}).values()
+                   for p in pts]
+        if ys and min(ys) > 0 and max(ys) / min(ys) > 10:
             ax.set_yscale("log")
         fmt = _axis_formatter(metric)
         if fmt:

@@ -19,6 +19,7 @@ h3 { margin-top: 1.5em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; vertical-align: top; white-space: nowrap; }
 td.reason { white-space: normal; min-width: 24em; }
+td.wrap { white-space: normal; word-break: break-word; max-width: 40em; }
 .scroll { overflow-x: auto; max-width: 100%; }
 th { background: #f3f3f3; }
 td.l, th.l { text-align: left; }
@@ -333,7 +334,7 @@ def _environment(page, runs):
         shown = ["-" if v is None else v if isinstance(v, str) else json.dumps(v) for v in vals]
         cls = " class='differs'" if len(runs) > 1 and len(set(shown)) > 1 else ""
         page.add(f"<tr{cls}><td class='l'>{esc(k)}</td>"
-                 + "".join(f"<td class='l'>{esc(v)}</td>" for v in shown) + "</tr>\n")
+                 + "".join(f"<td class='l wrap'>{esc(v)}</td>" for v in shown) + "</tr>\n")
     if not keys:
         page.add("<tr><td class='l na' colspan='99'>no results.json: environment not recorded</td></tr>\n")
     page.add("</table>\n")
