@@ -11,6 +11,7 @@
 #   test_report.sh columns    plot scripts and report.py stop with a clear
 #                             error on input that lacks a column
 #   test_report.sh real       timelines from a sim run of the binary, and its report
+#   test_report.sh committed  every committed results/<gpu-slug>/ run, side by side
 #
 # Environment: CMB_SRC (source tree), CMB_BIN (cumembench), CMB_PYTHON
 # (default /usr/bin/python3), CMB_REPORT_KEEP=DIR keeps the outputs and the
@@ -241,13 +242,34 @@ part_real() {
     echo "real sim run: $n timelines, report ok"
 }
 
+# --- the committed GPU results ---------------------------------------------------------------------
+
+part_committed() {
+    local runs=()
+    while IFS= read -r f; do
+        runs+=("$(dirname "$f")")
+    done < <(find "$src/results" -name results.csv -not -path "$src/results/runs/*" 2>/dev/null | sort)
+    if [ ${#runs[@]} -eq 0 ]; then
+        echo "SKIP: no committed results under results/"
+        exit 77
+    fi
+    report "$tmp/report.html" "${runs[@]}"
+    local n
+    n=$(grep -o '<img ' "$tmp/report.html" | wc -l)
+    [ "$n" -ge 4 ] || fail "the committed results gave only $n figures"
+    grep -q "Metric definitions" "$tmp/report.html" || fail "no definitions in the committed results' report"
+    keep "$tmp/report.html"
+    echo "committed results (${#runs[@]} runs): $n figures"
+}
+
 case "${1:-}" in
 fixtures) part_fixtures ;;
+committed) part_committed ;;
 browser) part_browser ;;
 columns) part_columns ;;
 real) part_real ;;
 *)
-    echo "usage: $0 fixtures|browser|columns|real" >&2
+    echo "usage: $0 fixtures|browser|columns|real|committed" >&2
     exit 2
     ;;
 esac

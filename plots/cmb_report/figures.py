@@ -63,6 +63,15 @@ def shown_allocators(runs, scenario):
     return [a for a in allocs if a in ran], [a for a in allocs if a not in ran]
 
 
+def _legend(fig, axes):
+    """One legend for all panels, each label once."""
+    handles = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="upper right", fontsize=8, frameon=False)
+
+
 def _grid(n, ncols, width, row_height):
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
@@ -139,9 +148,8 @@ def metric_bars(runs, scenario, metric, title, overlay=None, note=""):
             ax.xaxis.set_major_formatter(fmt)
         ax.set_title(A.short_params(p, psets), loc="left")
         ax.set_xlabel(f"{M.metric(metric).label} (median, min-max{'; log scale' if log else ''})")
-    handles, labels = axes[0].get_legend_handles_labels()
     if len(runs) > 1 or overlay:
-        fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
+        _legend(fig, axes[:1])
     suffix = f" (first {MAX_PANELS} of {len(psets)} parameter sets)" if len(psets) > MAX_PANELS else ""
     fig.suptitle(f"{scenario}: {title}{suffix}{note}", x=0.01, ha="left", fontsize=10)
     if skipped:
@@ -212,11 +220,7 @@ def metric_lines(runs, scenario, param, metric, title, colors, second=None, xlab
         ax.set_title(f"{run_label}  {rest}".strip(), loc="left")
         ax.set_xlabel(xlabel or param)
         ax.set_ylabel(M.metric(metric).label + (f" (dashed: {M.metric(second).label})" if second else ""))
-    handles, labels = {}, {}
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
-    fig.legend(list(handles.values()), list(handles), loc="upper right", fontsize=8, frameon=False)
+    _legend(fig, axes)
     fig.suptitle(f"{scenario}: {title}", x=0.01, ha="left", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.85, 0.96))
     return _png(fig)
@@ -258,11 +262,7 @@ def timeline(run, scenario, colors):
         ax.set_title(A.short_params(p, psets), loc="left")
         ax.set_xlabel("allocator operations")
         ax.set_ylabel("GiB")
-    handles = {}
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
-    fig.legend(list(handles.values()), list(handles), loc="upper right", fontsize=8, frameon=False)
+    _legend(fig, axes)
     fig.suptitle(f"{scenario} on {run.label}: memory over time (requested dashed, reserved solid; "
                  f"triangles mark the peaks)", x=0.01, ha="left", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.85, 0.96))

@@ -244,10 +244,9 @@ def _scenario_section(page, runs, scenario, colors):
              f"{scenario} fragmentation")
     page.img(F.metric_bars(runs, scenario, "capacity_ratio", "capacity ratio (1 = all free memory usable in one "
                            "block)"), f"{scenario} capacity")
-    if scenario in M.BATCH_SCENARIOS or any(m in _metrics_of(runs, scenario) for m in M.LARGEST_BATCH):
-        name = next((m for m in M.LARGEST_BATCH if m in _metrics_of(runs, scenario)), None)
-        if name:
-            page.img(F.metric_bars(runs, scenario, name, "largest batch that fits"), f"{scenario} largest batch")
+    batch = next((m for m in M.LARGEST_BATCH if m in _metrics_of(runs, scenario)), None)
+    if batch:
+        page.img(F.metric_bars(runs, scenario, batch, "largest batch that fits"), f"{scenario} largest batch")
     budget = next((p for p in M.BUDGET_PARAMS if p in keys), None)
     if budget:
         page.img(F.metric_lines(runs, scenario, budget, "time_s", f"time against the memory budget ({budget})",
