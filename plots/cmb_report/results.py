@@ -169,12 +169,15 @@ def read_timeline(path):
     if missing:
         raise ReportError(f"{path}: missing column(s) {', '.join(missing)} in the memory timeline")
     cols = {h: [] for h in header}
-    for row in reader:
+    for lineno, row in enumerate(reader, start=2):
         for h, v in zip(header, row):
             if h == "kind":
                 cols[h].append(v)
-            else:
+                continue
+            try:
                 cols[h].append(float(v) if v != "" else None)
+            except ValueError:
+                raise ReportError(f"{path}: data line {lineno}: {h} '{v}' is not a number") from None
     return cols
 
 
