@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "metered.h"
 #include "metrics.h"
+#include "timeline.h"
 #include "wire.h"
 #include "../traces/trace.h"
 
@@ -57,6 +58,8 @@ struct cmb_case {
     cmb_status fail_status;
     char fail_msg[480];
     int keep_live;
+    cmb_timeline *timeline; /* first repetition only, when the case records one */
+    int timeline_done;
 
     /* trace recording (first repetition only) */
     cmb_trace_writer *recorder;
@@ -458,6 +461,45 @@ static void stop_recording(cmb_case *c)
     c->recorder = NULL;
 }
 
+/* --- memory timeline (first repetition) --------------------------------------------------- */
+
+static void timeline_start(cmb_case *c)
+{
+    if (!c->spec->timeline_dir || c->timeline_done)
+        return;
+    c->timeline = malloc(sizeof *c->timeline);
+    if (!c->timeline)
+        goto out_fail;
+    if (cmb_timeline_init(c->timeline, c->spec->timeline_points ? c->spec->timeline_points
+                                                               : CMB_TIMELINE_DEFAULT_POINTS))
+        goto out_free;
+    if (cmb_metered_add_observer(&c->mt, cmb_timeline_observe, c->timeline))
+        goto out_free_points;
+    return;
+
+out_free_points:
+    cmb_timeline_free(c->timeline);
+out_free:
+    free(c->timeline);
+    c->timeline = NULL;
+out_fail:
+    cmb_case_note(c, "memory timeline not recorded (no host memory or observer slot)");
+}
+
+static void timeline_finish(cmb_case *c)
+{
+    char err[256];
+    if (!c->timeline)
+        return;
+    cmb_timeline_finish(c->timeline, &c->mt);
+    if (cmb_timeline_write(c->timeline, c->spec->timeline_dir, c->spec->name, 0, err, sizeof err))
+        cmb_case_note(c, "memory timeline not written: %s", err);
+    cmb_timeline_free(c->timeline);
+    free(c->timeline);
+    c->timeline = NULL;
+    c->timeline_done = 1;
+}
+
 /* --- one repetition ------------------------------------------------------------------------ */
 
 static void reset_repetition(cmb_case *c)
@@ -548,8 +590,9 @@ static cmb_status setup_repetition(cmb_case *c)
         c->mt.sample_ctx = c;
     }
     c->rep_t0_ns = cmb_now_ns();
-    if (c->spec->record_trace[0] && c->repetition == 0)
-        return start_recording(c);
+    if (c->spec->record_trace[0] && c->repetition == 0 && start_recording(c) != CMB_OK)
+        return c->fail_status;
+    timeline_start(c);
     return CMB_OK;
 }
 
@@ -720,6 +763,7 @@ static void run_one_repetition(cmb_case *c)
     cmb_status st = c->spec->scenario->run(c);
     double wall = cmb_now_s() - t0;
     cmb_bench_pause(c->bench);
+    timeline_finish(c);
     if (st != CMB_OK && c->fail_status == CMB_OK)
         cmb_case_fail(c, st, "scenario returned %s", cmb_status_str(st));
     if (!c->time_set)

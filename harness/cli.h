@@ -32,6 +32,9 @@ typedef struct cmb_cli {
     int quiet;
     cmb_fault_spec fault;
     const char *record_trace; /* write the traffic of the (single) case */
+    int timeline;              /* -1 auto (scenarios that ask), 0 off, 1 on  */
+    unsigned timeline_points;  /* 0: the default                             */
+    const char *timeline_dir;  /* internal: where a child writes its timeline */
 } cmb_cli;
 
 /* 0 on success; -1 with a one-line message in err. */

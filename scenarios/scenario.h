@@ -55,7 +55,10 @@ enum {
     CMB_SCN_MICRO = 1u << 1,       /* a micro-benchmark: the library chooses the
                                       iteration count; run() drives the loop with
                                       cmb_case_keep_running                       */
-    CMB_SCN_NO_PROBE = 1u << 2     /* skip the capacity probe after run()         */
+    CMB_SCN_NO_PROBE = 1u << 2,    /* skip the capacity probe after run()         */
+    CMB_SCN_TIMELINE = 1u << 3     /* record a memory timeline by default (the
+                                      first repetition's requested / reserved
+                                      bytes over time, harness/timeline.h)        */
 };
 
 typedef struct cmb_scenario {
