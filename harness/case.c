@@ -25,6 +25,7 @@
 #include "holder.h"
 #include "metered.h"
 #include "metrics.h"
+#include "timeline.h"
 #include "wire.h"
 #include "../traces/trace.h"
 
@@ -59,6 +60,8 @@ struct cmb_case {
     cmb_status fail_status;
     char fail_msg[480];
     int keep_live;
+    cmb_timeline *timeline; /* first repetition only, when the case records one */
+    int timeline_done;
 
     /* trace recording (first repetition only) */
     cmb_trace_writer *recorder;
@@ -150,6 +153,21 @@ cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s)
     return cmb_metered_dealloc(&c->mt, ptr, s);
 }
 
+cmb_status cmb_alloc_raw(cmb_case *c, size_t size, cmb_stream s, void **ptr)
+{
+    return c->m->allocate(c->state, size, s, ptr);
+}
+
+cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s)
+{
+    return c->m->deallocate(c->state, ptr, size, s);
+}
+
+void cmb_case_set_op_timing(cmb_case *c, int on)
+{
+    c->mt.time_ops = on;
+}
+
 size_t cmb_block_size(const cmb_case *c, void *ptr)
 {
     uint64_t size = 0;
@@ -165,6 +183,11 @@ cmb_status cmb_case_trim(cmb_case *c)
 uint64_t cmb_case_live_bytes(const cmb_case *c)
 {
     return (uint64_t)c->mt.requested.current;
+}
+
+uint64_t cmb_case_peak_bytes(const cmb_case *c)
+{
+    return (uint64_t)c->mt.requested.peak;
 }
 
 cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out)
@@ -519,6 +542,45 @@ cmb_status cmb_case_try_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fres
     return st;
 }
 
+/* --- memory timeline (first repetition) --------------------------------------------------- */
+
+static void timeline_start(cmb_case *c)
+{
+    if (!c->spec->timeline_dir || c->timeline_done)
+        return;
+    c->timeline = malloc(sizeof *c->timeline);
+    if (!c->timeline)
+        goto out_fail;
+    if (cmb_timeline_init(c->timeline, c->spec->timeline_points ? c->spec->timeline_points
+                                                               : CMB_TIMELINE_DEFAULT_POINTS))
+        goto out_free;
+    if (cmb_metered_add_observer(&c->mt, cmb_timeline_observe, c->timeline))
+        goto out_free_points;
+    return;
+
+out_free_points:
+    cmb_timeline_free(c->timeline);
+out_free:
+    free(c->timeline);
+    c->timeline = NULL;
+out_fail:
+    cmb_case_note(c, "memory timeline not recorded (no host memory or observer slot)");
+}
+
+static void timeline_finish(cmb_case *c)
+{
+    char err[256];
+    if (!c->timeline)
+        return;
+    cmb_timeline_finish(c->timeline, &c->mt);
+    if (cmb_timeline_write(c->timeline, c->spec->timeline_dir, c->spec->name, 0, err, sizeof err))
+        cmb_case_note(c, "memory timeline not written: %s", err);
+    cmb_timeline_free(c->timeline);
+    free(c->timeline);
+    c->timeline = NULL;
+    c->timeline_done = 1;
+}
+
 /* --- one repetition ------------------------------------------------------------------------ */
 
 static void reset_repetition(cmb_case *c)
@@ -609,8 +671,9 @@ static cmb_status setup_repetition(cmb_case *c)
         c->mt.sample_ctx = c;
     }
     c->rep_t0_ns = cmb_now_ns();
-    if (c->spec->record_trace[0] && c->repetition == 0)
-        return start_recording(c);
+    if (c->spec->record_trace[0] && c->repetition == 0 && start_recording(c) != CMB_OK)
+        return c->fail_status;
+    timeline_start(c);
     return CMB_OK;
 }
 
@@ -782,6 +845,7 @@ static void run_one_repetition(cmb_case *c)
     cmb_status st = c->spec->scenario->run(c);
     double wall = cmb_now_s() - t0;
     cmb_bench_pause(c->bench);
+    timeline_finish(c);
     if (st != CMB_OK && c->fail_status == CMB_OK)
         cmb_case_fail(c, st, "scenario returned %s", cmb_status_str(st));
     if (!c->time_set)
@@ -806,6 +870,30 @@ static void run_one_repetition(cmb_case *c)
     report_repetition(c);
 }
 
+/* A micro-benchmark drives the library's loop inside run(); the library
+ * times it and refuses pause/resume outside the loop, so there are none. */
+static void run_micro_repetition(cmb_case *c)
+{
+    if (setup_repetition(c) != CMB_OK) {
+        teardown_repetition(c);
+        fail_repetition(c);
+        return;
+    }
+    cmb_status st = c->spec->scenario->run(c);
+    if (st != CMB_OK && c->fail_status == CMB_OK)
+        cmb_case_fail(c, st, "scenario returned %s", cmb_status_str(st));
+    if (c->fail_status == CMB_OK) {
+        check_poison(c);
+        collect_allocator_metrics(c);
+    }
+    teardown_repetition(c);
+    if (c->fail_status != CMB_OK) {
+        fail_repetition(c);
+        return;
+    }
+    report_repetition(c);
+}
+
 static void case_bench_fn(cmb_bench_state *bs, void *arg)
 {
     cmb_case *c = arg;
@@ -817,8 +905,7 @@ static void case_bench_fn(cmb_bench_state *bs, void *arg)
         return;
     }
     if (c->spec->scenario->flags & CMB_SCN_MICRO) {
-        /* run() drives the library's loop itself */
-        run_one_repetition(c);
+        run_micro_repetition(c);
         return;
     }
     while (cmb_bench_keep_running(bs))
@@ -882,6 +969,7 @@ int cmb_case_run_child(const cmb_case_spec *cs, int result_fd)
         .repetitions = cs->repetitions > 0 ? cs->repetitions : 1,
         .manual_time = !micro,
         .unit = micro ? CMB_UNIT_NS : CMB_UNIT_MS,
+        .min_time_s = micro ? 0.25 : 0,
     };
     sink_ctx sc = {result_fd, 0};
     cmb_bench_register(cs->name, case_bench_fn, &c, &opt);

@@ -20,6 +20,7 @@
 #include "env.h"
 #include "output.h"
 #include "spawn.h"
+#include "timeline.h"
 #include "wire.h"
 
 typedef struct planned_case {
@@ -278,6 +279,12 @@ static void child_argv(child_args *a, const char *self, const cmb_case_spec *cs)
         arg(a, "--record-trace");
         arg(a, "%s", cs->record_trace);
     }
+    if (cs->timeline_dir) {
+        arg(a, "--timeline-dir");
+        arg(a, "%s", cs->timeline_dir);
+        arg(a, "--timeline-points");
+        arg(a, "%u", cs->timeline_points);
+    }
     if (cs->fault.fail_nth || cs->fault.fail_every || cs->fault.fail_prob > 0) {
         arg(a, "--fault");
         arg(a, "nth=%llu,every=%llu,prob=%.17g,seed=%llu", (unsigned long long)cs->fault.fail_nth,
@@ -334,7 +341,9 @@ static void progress_line(const cmb_bench_run *runs, size_t n, char *out, size_t
         return;
     }
     double t = r->real_accumulated_time / (r->iterations > 0 ? (double)r->iterations : 1.0);
-    int used = snprintf(out, len, "%s time %.3g ms", failed ? "partly failed" : "ok", t * 1e3);
+    const char *unit = t < 1e-6 ? "ns" : t < 1e-3 ? "us" : t < 1.0 ? "ms" : "s";
+    double scaled = t < 1e-6 ? t * 1e9 : t < 1e-3 ? t * 1e6 : t < 1.0 ? t * 1e3 : t;
+    int used = snprintf(out, len, "%s time %.3g %s", failed ? "partly failed" : "ok", scaled, unit);
     double v = counter_of(r, "alloc_p50_ns");
     if (!isnan(v))
         used += snprintf(out + used, len - (size_t)used, "  alloc p50 %.0f ns", v);
@@ -436,6 +445,19 @@ out:
     return rc;
 }
 
+/* Which cases record a memory timeline, and where: DIR/timelines. */
+static void plan_timelines(plan *p, const cmb_cli *cli, const char *dir)
+{
+    static char tl_dir[800];
+    snprintf(tl_dir, sizeof tl_dir, "%s/timelines", dir);
+    for (size_t i = 0; i < p->n; i++) {
+        cmb_case_spec *cs = &p->cases[i].spec;
+        int on = cli->timeline < 0 ? (cs->scenario->flags & CMB_SCN_TIMELINE) != 0 : cli->timeline;
+        cs->timeline_dir = on ? tl_dir : NULL;
+        cs->timeline_points = cli->timeline_points ? cli->timeline_points : CMB_TIMELINE_DEFAULT_POINTS;
+    }
+}
+
 static void default_out_dir(const cmb_env *env, const cmb_cli *cli, char *out, size_t len)
 {
     char stamp[32];
@@ -529,6 +551,7 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         snprintf(dir, sizeof dir, "%s", cli->out);
     else
         default_out_dir(&env, cli, dir, sizeof dir);
+    plan_timelines(&p, cli, dir);
     {
         char seed[32];
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)cli->seed);
@@ -640,6 +663,8 @@ int cmb_run_child(const cmb_cli *cli)
     cs->fault = cli->fault;
     if (cli->record_trace)
         snprintf(cs->record_trace, sizeof cs->record_trace, "%s", cli->record_trace);
+    cs->timeline_dir = cli->timeline_dir;
+    cs->timeline_points = cli->timeline_points;
     cmb_case_spec_make_name(cs);
     rc = cmb_case_run_child(cs, cli->result_fd >= 0 ? cli->result_fd : 1);
 out:

@@ -16,7 +16,9 @@
  * Phase 2 (checkerboard, optional): fill `fill` of the remaining capacity
  * with blocks uniform in [fill_min, fill_max], then free every other one.
  * The harness then probes the largest allocation that still fits
- * (capacity_ratio) with the other half live.
+ * (capacity_ratio) with the other half live. The harness's peaks cover
+ * the whole repetition; churn_peak_* and churn_frag_ratio are the random
+ * phase's alone.
  * On a GPU, touch=true writes every block with a kernel (proves it usable).
  */
 #include <stdio.h>
@@ -166,6 +168,18 @@ static cmb_status checkerboard_phase(cmb_case *c, cmb_rng *rng, block_list *live
     return CMB_OK;
 }
 
+/* The random phase's own peaks, before the checkerboard fills the device. */
+static void phase_counters(cmb_case *c)
+{
+    cmb_alloc_stats st;
+    uint64_t peak = cmb_case_peak_bytes(c);
+    cmb_case_counter(c, "churn_peak_requested_bytes", (double)peak);
+    if (cmb_case_alloc_stats(c, &st) == CMB_OK && (st.valid & CMB_STAT_RESERVED) && st.reserved.peak > 0) {
+        cmb_case_counter(c, "churn_peak_reserved_bytes", (double)st.reserved.peak);
+        cmb_case_counter(c, "churn_frag_ratio", 1.0 - (double)peak / (double)st.reserved.peak);
+    }
+}
+
 static cmb_status churn_run(cmb_case *c)
 {
     cmb_rng rng;
@@ -180,6 +194,7 @@ static cmb_status churn_run(cmb_case *c)
     cmb_case_set_time(c, cmb_now_s() - t0);
     if (st != CMB_OK)
         goto out;
+    phase_counters(c);
     if (cmb_param_bool(c, "checkerboard")) {
         double t1 = cmb_now_s();
         st = checkerboard_phase(c, &rng, &live);
@@ -235,7 +250,7 @@ const cmb_scenario cmb_scenario_churn = {
                 "live, and can it still serve one large block after many mixed sizes came and went?",
     .params = churn_params,
     .n_params = sizeof churn_params / sizeof churn_params[0],
-    .flags = 0,
+    .flags = CMB_SCN_TIMELINE,
     .quick_grids = NULL,
     .full_grids = churn_full_grids,
     .check = churn_check,

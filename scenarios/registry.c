@@ -12,6 +12,7 @@ extern const cmb_scenario cmb_scenario_batch_sweep;
 extern const cmb_scenario cmb_scenario_leak_check;
 extern const cmb_scenario cmb_scenario_pinned;
 extern const cmb_scenario cmb_scenario_contention;
+extern const cmb_scenario cmb_scenario_fastpath;
 
 static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_churn,
@@ -23,6 +24,7 @@ static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_leak_check,
     &cmb_scenario_pinned,
     &cmb_scenario_contention,
+    &cmb_scenario_fastpath,
 };
 
 size_t cmb_scenario_count(void)

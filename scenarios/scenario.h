@@ -55,7 +55,10 @@ enum {
     CMB_SCN_MICRO = 1u << 1,       /* a micro-benchmark: the library chooses the
                                       iteration count; run() drives the loop with
                                       cmb_case_keep_running                       */
-    CMB_SCN_NO_PROBE = 1u << 2     /* skip the capacity probe after run()         */
+    CMB_SCN_NO_PROBE = 1u << 2,    /* skip the capacity probe after run()         */
+    CMB_SCN_TIMELINE = 1u << 3     /* record a memory timeline by default (the
+                                      first repetition's requested / reserved
+                                      bytes over time, harness/timeline.h)        */
 };
 
 typedef struct cmb_scenario {
@@ -97,11 +100,23 @@ const char *cmb_param_str(const cmb_case *c, const char *name);
 /* Allocation through the allocator under test (metered). */
 cmb_status cmb_alloc(cmb_case *c, size_t size, cmb_stream s, void **ptr);
 cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s);
+/* The allocator's own calls, without the meters (no clock reads, no live
+ * table): for micro-benchmarks of the fast path only, where the meters'
+ * ~50 ns would be most of what is measured. Blocks from cmb_alloc_raw must
+ * be freed with cmb_free_raw before run() returns. */
+cmb_status cmb_alloc_raw(cmb_case *c, size_t size, cmb_stream s, void **ptr);
+cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s);
+/* Per-operation clock reads on (default) or off: off for throughput runs,
+ * where two clock reads per operation would be most of the cost; the
+ * latency counters are then left out. */
+void cmb_case_set_op_timing(cmb_case *c, int on);
 /* Size of a live block (0 when unknown). */
 size_t cmb_block_size(const cmb_case *c, void *ptr);
 cmb_status cmb_case_trim(cmb_case *c);
-/* Bytes requested and live now, and their peak so far. */
+/* Bytes requested and live now, and their peak so far (the meters' own
+ * count, independent of the allocator's statistics). */
 uint64_t cmb_case_live_bytes(const cmb_case *c);
+uint64_t cmb_case_peak_bytes(const cmb_case *c);
 
 /* The allocator's own statistics now (valid == 0 when it keeps none). */
 cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out);

@@ -1,0 +1,496 @@
+/* alloc_binning.c - "binning": RMM's binning_memory_resource over a pool.
+ *
+ * rmm::mr::binning_memory_resource (include/rmm/mr/device/binning_memory_resource.hpp)
+ * sends each request to the smallest bin whose size is >= the request, and
+ * everything larger than the largest bin to its upstream. Each bin is a
+ * fixed_size_memory_resource (fixed_size_memory_resource.hpp,
+ * detail/fixed_size_free_list.hpp) over the same upstream. The setup here
+ * is RMM's usual one (benchmarks/random_allocations/random_allocations.cpp,
+ * tests/mr/device/mr_test.hpp: binning_memory_resource(pool, 18, 22)):
+ * bins of 2^min .. 2^max bytes in front of an "rmm-pool"
+ * (alloc_rmm_pool.c), which also supplies the bins' memory.
+ *
+ *  - Bins: 2^e for e in [min_bin_exp, max_bin_exp], each rounded up to
+ *    256 B (add_bin; duplicates are ignored). A request of n bytes goes to
+ *    the first bin with size >= n (std::map::lower_bound), else to the pool.
+ *  - A bin hands out whole blocks of its size. It takes them from the pool
+ *    in chunks of blocks_to_preallocate blocks (128), one chunk at
+ *    construction on the default stream and one more each time a stream
+ *    finds no free block anywhere; chunks are never given back.
+ *  - A bin is stream ordered like the pool (stream_ordered_memory_resource):
+ *    one free list per stream, each with the event of its last free; a
+ *    request takes the front of its own list, else the front of another
+ *    stream's list after waiting for its event, else merges other lists
+ *    into its own, else grows by a chunk. The lists are FIFO: a freed block
+ *    goes to the back, a request takes the front (std::list push_back /
+ *    pop_front in fixed_size_free_list).
+ *
+ * Constants:
+ *   default_blocks_to_preallocate = 128 (fixed_size_memory_resource.hpp)
+ *   bins 2^18 .. 2^22 = 256 KiB .. 4 MiB (random_allocations.cpp, mr_test.hpp)
+ *   CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp)
+ *   the pool's constants: see alloc_rmm_pool.c.
+ *
+ * Bounds: a bin request or free is O(1) after the stream lookup (O(streams)
+ * on a miss of the last-stream cache); the pool path is the pool's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmb_allocator.h"
+#include "options.h"
+
+/* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
+#define BIN_ALIGN 256u
+/* default_blocks_to_preallocate = 128 (fixed_size_memory_resource.hpp) */
+#define BIN_DEFAULT_BLOCKS 128u
+/* binning_memory_resource(pool, 18, 22) (benchmarks/random_allocations/random_allocations.cpp) */
+#define BIN_DEFAULT_MIN_EXP 18u
+#define BIN_DEFAULT_MAX_EXP 22u
+/* largest bin exponent accepted here (RMM computes 1 << e in an int, so 30 there) */
+#define BIN_MAX_EXP 40u
+
+extern const cmb_allocator_methods cmb_rmm_pool_methods;
+
+/* --- FIFO free lists ------------------------------------------------------------- */
+
+typedef struct fs_node {
+    struct fs_node *next;
+    uintptr_t ptr;
+} fs_node;
+
+typedef struct fs_list {
+    fs_node *head, *tail;
+    uint64_t count;
+} fs_list;
+
+typedef struct bin_stream {
+    cmb_stream stream;
+    cmb_event event; /* recorded at the last free of this bin on this stream */
+    fs_list free;
+} bin_stream;
+
+typedef struct bin {
+    uint64_t block_size;
+    uint64_t chunk_size; /* upstream_chunk_size_ = block_size * blocks_to_preallocate */
+    bin_stream **streams;
+    size_t n_streams, cap_streams;
+    size_t last;
+    uint64_t free_blocks; /* over all streams */
+} bin;
+
+typedef struct binning {
+    cmb_upstream *up;
+    const cmb_allocator_methods *pool_m;
+    void *pool;
+    bin *bins;
+    unsigned n_bins;
+    unsigned low_exp; /* exponent of bins[0] after the 256 B rounding */
+    uint64_t blocks_per_chunk;
+    fs_node *spare;
+    cmb_alloc_stats st;
+    uint64_t chunk_bytes; /* pool bytes held by bins */
+    char last_error[200];
+} binning;
+
+static inline uint64_t align_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static unsigned ceil_log2(uint64_t x)
+{
+    return x <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(x - 1);
+}
+
+/* --- list operations ----------------------------------------------------------------- */
+
+static int list_push(binning *b, fs_list *l, uintptr_t ptr)
+{
+    fs_node *n = b->spare;
+    if (n)
+        b->spare = n->next;
+    else if (!(n = malloc(sizeof *n)))
+        return -1;
+    n->ptr = ptr;
+    n->next = NULL;
+    if (l->tail)
+        l->tail->next = n;
+    else
+        l->head = n;
+    l->tail = n;
+    l->count++;
+    return 0;
+}
+
+static uintptr_t list_pop(binning *b, fs_list *l)
+{
+    fs_node *n = l->head;
+    l->head = n->next;
+    if (!l->head)
+        l->tail = NULL;
+    l->count--;
+    uintptr_t ptr = n->ptr;
+    n->next = b->spare;
+    b->spare = n;
+    return ptr;
+}
+
+/* --- streams of a bin ---------------------------------------------------------------- */
+
+static bin_stream *bin_stream_get(bin *bn, cmb_stream s)
+{
+    if (bn->n_streams && bn->streams[bn->last]->stream == s)
+        return bn->streams[bn->last];
+    for (size_t i = 0; i < bn->n_streams; i++) {
+        if (bn->streams[i]->stream == s) {
+            bn->last = i;
+            return bn->streams[i];
+        }
+    }
+    if (bn->n_streams == bn->cap_streams) {
+        size_t cap = bn->cap_streams ? 2 * bn->cap_streams : 4;
+        bin_stream **v = realloc(bn->streams, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        bn->streams = v;
+        bn->cap_streams = cap;
+    }
+    bin_stream *bs = calloc(1, sizeof *bs);
+    if (!bs)
+        return NULL;
+    bs->stream = s;
+    bn->last = bn->n_streams;
+    bn->streams[bn->n_streams++] = bs;
+    return bs;
+}
+
+/* Host wait for the other list's last free (RMM: cudaStreamWaitEvent). */
+static cmb_status wait_for(binning *b, bin_stream *other)
+{
+    if (!other->event)
+        return CMB_OK;
+    cmb_status st;
+    while ((st = cmb_up_event_query(b->up, other->event)) == CMB_ERR_STATE)
+        ; /* cudaEventSynchronize's spin */
+    return st;
+}
+
+static void record_free(binning *b, bin_stream *bs)
+{
+    cmb_event ev;
+    if (cmb_up_event_record(b->up, bs->stream, &ev) != CMB_OK) {
+        cmb_up_stream_sync(b->up, bs->stream);
+        ev = NULL;
+    }
+    if (bs->event)
+        cmb_up_event_destroy(b->up, bs->event);
+    bs->event = ev;
+}
+
+/* blocks_from_upstream: one chunk from the pool, cut into blocks at the back of l. */
+static cmb_status bin_grow(binning *b, bin *bn, bin_stream *own)
+{
+    void *chunk;
+    cmb_status st = b->pool_m->allocate(b->pool, bn->chunk_size, own->stream, &chunk);
+    if (st != CMB_OK)
+        return st;
+    b->chunk_bytes += bn->chunk_size;
+    uint64_t n = bn->chunk_size / bn->block_size;
+    for (uint64_t i = 0; i < n; i++) {
+        if (list_push(b, &own->free, (uintptr_t)chunk + i * bn->block_size))
+            return CMB_ERR_HOST_NOMEM; /* the chunk stays with the pool until destroy */
+        bn->free_blocks++;
+    }
+    return CMB_OK;
+}
+
+/* stream_ordered_memory_resource::get_block with fixed_size_free_list. */
+static cmb_status bin_get_block(binning *b, bin *bn, cmb_stream s, uintptr_t *out)
+{
+    bin_stream *own = bin_stream_get(bn, s);
+    if (!own)
+        return CMB_ERR_HOST_NOMEM;
+    if (!own->free.count) {
+        /* pass 1: the front of another stream's list */
+        for (size_t i = 0; i < bn->n_streams; i++) {
+            bin_stream *o = bn->streams[i];
+            if (o == own || !o->free.count)
+                continue;
+            cmb_status st = wait_for(b, o);
+            if (st != CMB_OK)
+                return st;
+            *out = list_pop(b, &o->free);
+            bn->free_blocks--;
+            return CMB_OK;
+        }
+        /* pass 2 (merge) finds nothing after pass 1 failed: every other list
+         * is empty, and RMM only moves empty lists into ours. */
+        cmb_status st = bin_grow(b, bn, own);
+        if (st != CMB_OK)
+            return st;
+    }
+    *out = list_pop(b, &own->free);
+    bn->free_blocks--;
+    return CMB_OK;
+}
+
+/* The bin for a request of n bytes, or NULL for the pool. */
+static bin *bin_for(binning *b, uint64_t n)
+{
+    if (!b->n_bins)
+        return NULL;
+    unsigned e = ceil_log2(n);
+    unsigned i = e <= b->low_exp ? 0 : e - b->low_exp;
+    return i < b->n_bins ? &b->bins[i] : NULL;
+}
+
+/* --- the method table --------------------------------------------------------------------- */
+
+static cmb_status binning_destroy(void *state);
+
+/* The pool's own options travel to it unchanged. */
+static cmb_status create_pool(binning *b, const cmb_config *cfg)
+{
+    cmb_option opt[2];
+    size_t n = 0;
+    static const char *const keys[] = {"initial_pool_size", "maximum_pool_size"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = cmb_config_get(cfg, keys[i]);
+        if (v) {
+            opt[n].key = keys[i];
+            opt[n].value = v;
+            n++;
+        }
+    }
+    cmb_config pcfg = *cfg;
+    pcfg.options = opt;
+    pcfg.n_options = n;
+    b->pool_m = &cmb_rmm_pool_methods;
+    return b->pool_m->create(&pcfg, b->up, &b->pool);
+}
+
+static cmb_status read_options(binning *b, const cmb_config *cfg, unsigned *min_exp, unsigned *max_exp)
+{
+    cmb_option_reader r;
+    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
+    *min_exp = (unsigned)cmb_options_u64(&r, "min_bin_exp", BIN_DEFAULT_MIN_EXP);
+    *max_exp = (unsigned)cmb_options_u64(&r, "max_bin_exp", BIN_DEFAULT_MAX_EXP);
+    b->blocks_per_chunk = cmb_options_u64(&r, "blocks_to_preallocate", BIN_DEFAULT_BLOCKS);
+    cmb_options_size(&r, "initial_pool_size", 0); /* read by the pool */
+    cmb_options_size(&r, "maximum_pool_size", 0);
+    cmb_status st = cmb_options_end(&r, "binning");
+    if (st != CMB_OK)
+        return st;
+    if (*max_exp > BIN_MAX_EXP || *min_exp > BIN_MAX_EXP + 1 || !b->blocks_per_chunk ||
+        b->blocks_per_chunk > 1u << 20) {
+        snprintf(cfg->error, cfg->error_len,
+                 "binning: need min_bin_exp and max_bin_exp <= %u (min > max: no bins) and "
+                 "blocks_to_preallocate in 1..1048576",
+                 BIN_MAX_EXP);
+        return CMB_ERR_INVALID;
+    }
+    return CMB_OK;
+}
+
+/* add_bin for 2^min .. 2^max; sizes below 256 B collapse into the 256 B bin. */
+static cmb_status make_bins(binning *b, unsigned min_exp, unsigned max_exp)
+{
+    if (min_exp > max_exp)
+        return CMB_OK;
+    b->low_exp = min_exp < 8 ? 8 : min_exp;
+    b->n_bins = max_exp < b->low_exp ? 1 : max_exp - b->low_exp + 1;
+    b->bins = calloc(b->n_bins, sizeof *b->bins);
+    if (!b->bins)
+        return CMB_ERR_HOST_NOMEM;
+    for (unsigned i = 0; i < b->n_bins; i++) {
+        bin *bn = &b->bins[i];
+        bn->block_size = align_up(1ull << (b->low_exp + i), BIN_ALIGN);
+        bn->chunk_size = bn->block_size * b->blocks_per_chunk;
+        /* the constructor preallocates one chunk on the default stream */
+        bin_stream *legacy = bin_stream_get(bn, NULL);
+        if (!legacy)
+            return CMB_ERR_HOST_NOMEM;
+        cmb_status st = bin_grow(b, bn, legacy);
+        if (st != CMB_OK)
+            return st;
+    }
+    return CMB_OK;
+}
+
+static cmb_status binning_create(const cmb_config *cfg, cmb_upstream *up, void **state)
+{
+    unsigned min_exp, max_exp;
+    if (!up)
+        return CMB_ERR_INVALID;
+    binning *b = calloc(1, sizeof *b);
+    if (!b)
+        return CMB_ERR_HOST_NOMEM;
+    b->up = up;
+    cmb_status st = read_options(b, cfg, &min_exp, &max_exp);
+    if (st != CMB_OK) {
+        free(b);
+        return st;
+    }
+    st = create_pool(b, cfg);
+    if (st != CMB_OK) {
+        free(b);
+        return st;
+    }
+    st = make_bins(b, min_exp, max_exp);
+    if (st != CMB_OK) {
+        snprintf(cfg->error, cfg->error_len, "binning: preallocating the bins failed: %s", cmb_status_str(st));
+        goto out_destroy;
+    }
+    *state = b;
+    return CMB_OK;
+
+out_destroy:
+    binning_destroy(b);
+    return st;
+}
+
+static cmb_status binning_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
+{
+    binning *b = state;
+    if (size == 0)
+        return CMB_ERR_INVALID;
+    bin *bn = bin_for(b, size);
+    uint64_t charged;
+    if (bn) {
+        uintptr_t p;
+        cmb_status st = bin_get_block(b, bn, stream, &p);
+        if (st != CMB_OK) {
+            snprintf(b->last_error, sizeof b->last_error, "binning: bin of %llu B cannot grow: %s",
+                     (unsigned long long)bn->block_size, cmb_status_str(st));
+            return st;
+        }
+        *ptr = (void *)p;
+        charged = bn->block_size;
+    } else {
+        cmb_status st = b->pool_m->allocate(b->pool, size, stream, ptr);
+        if (st != CMB_OK)
+            return st;
+        charged = align_up(size, BIN_ALIGN);
+    }
+    cmb_stat_increase(&b->st.requested, (int64_t)size);
+    cmb_stat_increase(&b->st.allocated, (int64_t)charged);
+    cmb_stat_increase(&b->st.blocks, 1);
+    return CMB_OK;
+}
+
+static cmb_status binning_deallocate(void *state, void *ptr, size_t size, cmb_stream stream)
+{
+    binning *b = state;
+    if (!ptr || size == 0)
+        return CMB_ERR_INVALID;
+    bin *bn = bin_for(b, size);
+    uint64_t charged;
+    if (bn) {
+        bin_stream *own = bin_stream_get(bn, stream);
+        if (!own)
+            return CMB_ERR_HOST_NOMEM;
+        record_free(b, own);
+        if (list_push(b, &own->free, (uintptr_t)ptr))
+            return CMB_ERR_HOST_NOMEM;
+        bn->free_blocks++;
+        charged = bn->block_size;
+    } else {
+        cmb_status st = b->pool_m->deallocate(b->pool, ptr, size, stream);
+        if (st != CMB_OK)
+            return st;
+        charged = align_up(size, BIN_ALIGN);
+    }
+    cmb_stat_decrease(&b->st.requested, (int64_t)size);
+    cmb_stat_decrease(&b->st.allocated, (int64_t)charged);
+    cmb_stat_decrease(&b->st.blocks, 1);
+    return CMB_OK;
+}
+
+/* Neither the bins nor the pool give memory back before destroy. */
+static cmb_status binning_trim(void *state)
+{
+    (void)state;
+    return CMB_OK;
+}
+
+static cmb_status binning_stats(void *state, cmb_alloc_stats *out)
+{
+    binning *b = state;
+    cmb_alloc_stats ps;
+    cmb_status st = b->pool_m->stats(b->pool, &ps);
+    if (st != CMB_OK)
+        return st;
+    *out = b->st;
+    out->reserved = ps.reserved;
+    out->largest_free = ps.largest_free;
+    for (unsigned i = 0; i < b->n_bins; i++)
+        if (b->bins[i].free_blocks && b->bins[i].block_size > out->largest_free)
+            out->largest_free = b->bins[i].block_size;
+    out->upstream_allocs = ps.upstream_allocs;
+    out->upstream_frees = ps.upstream_frees;
+    out->oom_retries = 0;
+    out->valid = CMB_STAT_REQUESTED | CMB_STAT_ALLOCATED | CMB_STAT_RESERVED | CMB_STAT_BLOCKS |
+                 CMB_STAT_LARGEST_FREE | CMB_STAT_UPSTREAM | CMB_STAT_OOM_RETRIES;
+    return CMB_OK;
+}
+
+static void free_bin(binning *b, bin *bn)
+{
+    for (size_t i = 0; i < bn->n_streams; i++) {
+        bin_stream *bs = bn->streams[i];
+        if (bs->event) {
+            while (cmb_up_event_query(b->up, bs->event) == CMB_ERR_STATE)
+                ;
+            cmb_up_event_destroy(b->up, bs->event);
+        }
+        while (bs->free.head) {
+            fs_node *n = bs->free.head;
+            bs->free.head = n->next;
+            free(n);
+        }
+        free(bs);
+    }
+    free(bn->streams);
+}
+
+static cmb_status binning_destroy(void *state)
+{
+    binning *b = state;
+    for (unsigned i = 0; b->bins && i < b->n_bins; i++)
+        free_bin(b, &b->bins[i]);
+    free(b->bins);
+    while (b->spare) {
+        fs_node *n = b->spare;
+        b->spare = n->next;
+        free(n);
+    }
+    /* the pool returns every upstream block, the bins' chunks included */
+    cmb_status st = b->pool ? b->pool_m->destroy(b->pool) : CMB_OK;
+    free(b);
+    return st;
+}
+
+static const char *binning_last_error(void *state)
+{
+    binning *b = state;
+    if (b->last_error[0])
+        return b->last_error;
+    return b->pool_m->last_error(b->pool);
+}
+
+const cmb_allocator_methods cmb_binning_methods = {
+    .abi_version = CMB_ALLOCATOR_ABI_VERSION,
+    .name = "binning",
+    .summary = "RMM binning_memory_resource: power-of-two fixed-size bins (chunks of 128 blocks) over an "
+               "rmm-pool for larger requests",
+    .flags = CMB_ALLOC_USES_UPSTREAM | CMB_ALLOC_STREAM_ORDERED,
+    .create = binning_create,
+    .allocate = binning_allocate,
+    .deallocate = binning_deallocate,
+    .trim = binning_trim,
+    .stats = binning_stats,
+    .destroy = binning_destroy,
+    .last_error = binning_last_error,
+};

@@ -1,0 +1,639 @@
+/* alloc_rmm_pool.c - "rmm-pool": RMM's pool_memory_resource.
+ *
+ * rmm::mr::pool_memory_resource is a coalescing best-fit suballocator built
+ * on stream_ordered_memory_resource and coalescing_free_list
+ * (include/rmm/mr/device/pool_memory_resource.hpp,
+ * detail/stream_ordered_memory_resource.hpp, detail/coalescing_free_list.hpp).
+ * The rules reproduced here:
+ *
+ *  - Every request is rounded up to 256 B. Blocks are split exactly: the
+ *    allocation keeps `size` bytes from the front of the chosen block and
+ *    the rest goes back to a free list.
+ *  - One free list per stream, plus the list of the legacy default stream
+ *    (NULL here), which receives the initial pool. A block freed on stream
+ *    S goes to S's list, and S's event is recorded (RMM records one event
+ *    per stream at every deallocation).
+ *  - get_block(size, S):
+ *      1. best fit in S's own list (no synchronisation needed);
+ *      2. for every other list in turn, best fit in that list; on success
+ *         S waits for that list's event and the remainder stays in the
+ *         other list;
+ *      3. for every other list in turn, wait for its event, merge the whole
+ *         list into S's (coalescing), drop it, and try best fit again;
+ *      4. grow the pool from the upstream (below) and split the new block.
+ *  - Best fit: the smallest block >= size; among equal sizes the lowest
+ *    address (std::min_element keeps the first, and the list is kept in
+ *    address order).
+ *  - Coalescing: a block inserted into a list merges with an address-
+ *    adjacent free neighbour in the same list, unless the later of the two
+ *    is the head of an upstream allocation (blocks of different upstream
+ *    allocations never merge, even when adjacent in the address space).
+ *  - Growth, size_to_grow(size): with a maximum pool size M,
+ *      remaining = align_up(M - pool_size, 256);
+ *      try = size <= remaining ? max(size, remaining / 2) : 0 (fails);
+ *    without a maximum, try = max(size, pool_size) (the pool doubles).
+ *    try_to_expand(try, size) asks the upstream for `try` bytes and on
+ *    failure halves the attempt down to `size`, once at `size`; then
+ *    out of memory. The whole upstream block joins the pool.
+ *  - Initial pool: `initial_pool_size`, by default
+ *    align_up(min(free, total / 2), 256) from the upstream's memory info
+ *    (rmm::percent_of_free_device_memory(50), the size RMM's own benchmarks
+ *    and the old default constructor use). No maximum unless given.
+ *  - Memory is never returned to the upstream before destroy: trim does
+ *    nothing, as RMM has no way to shrink a pool.
+ *
+ * Bounds: own-list hit O(log n) in the blocks of that list (RMM scans its
+ * linked list: O(n)); a miss visits every other stream's list, O(s log n);
+ * a merge moves k blocks in O(k log n). stats() is O(s log n) for s streams.
+ *
+ * Differences (see docs/rmm.md): a wait on another stream's event is a host
+ * wait (event_query until it completes) where RMM issues
+ * cudaStreamWaitEvent; each free records a fresh event
+ * (cmb_up_event_record creates one) and destroys the previous one, where
+ * RMM re-records one event per stream; other lists are visited in the
+ * order their streams first appeared, where RMM's std::map orders them by
+ * event handle; a halved growth attempt is rounded up to 256 B so every
+ * block stays aligned.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmb_allocator.h"
+#include "options.h"
+#include "../common/cmb_hashmap.h"
+#include "../common/cmb_rbtree.h"
+
+/* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
+#define POOL_ALIGN 256u
+/* percent_of_free_device_memory(50): initial pool (include/rmm/cuda_device.hpp) */
+#define POOL_DEFAULT_PERCENT 50u
+/* no maximum_pool_size: std::nullopt (pool_memory_resource.hpp) */
+#define POOL_NO_MAXIMUM UINT64_MAX
+
+/* --- blocks and free lists --------------------------------------------------- */
+
+typedef struct pool_block {
+    cmb_rbnode by_addr;
+    cmb_rbnode by_size;
+    uintptr_t ptr;
+    uint64_t size;
+    int head; /* starts an upstream allocation: never merges with its predecessor */
+} pool_block;
+
+typedef struct pool_stream {
+    cmb_stream stream;
+    cmb_event event;    /* recorded at the last free on this stream; NULL before */
+    cmb_rbtree by_addr; /* the free list, in address order (coalescing) */
+    cmb_rbtree by_size; /* the same blocks by (size, address) (best fit) */
+} pool_stream;
+
+typedef struct rmm_pool {
+    cmb_upstream *up;
+    uint64_t pool_size; /* current_pool_size_ */
+    uint64_t maximum;   /* POOL_NO_MAXIMUM when unset */
+    pool_stream **streams;
+    size_t n_streams, cap_streams;
+    size_t last; /* index of the last stream looked up */
+    cmb_hashmap upstream_blocks; /* start -> size of every upstream allocation */
+    pool_block *spare;           /* recycled block records, linked through ptr */
+    cmb_alloc_stats st;
+    char last_error[200];
+} rmm_pool;
+
+static inline uint64_t align_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static int addr_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
+{
+    uintptr_t x = cmb_rb_entry(a, pool_block, by_addr)->ptr, y = cmb_rb_entry(b, pool_block, by_addr)->ptr;
+    return (x > y) - (x < y);
+}
+
+static int addr_key_cmp(const void *key, const cmb_rbnode *n)
+{
+    uintptr_t k = *(const uintptr_t *)key, y = cmb_rb_entry(n, pool_block, by_addr)->ptr;
+    return (k > y) - (k < y);
+}
+
+static int size_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
+{
+    const pool_block *x = cmb_rb_entry(a, pool_block, by_size), *y = cmb_rb_entry(b, pool_block, by_size);
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return (x->ptr > y->ptr) - (x->ptr < y->ptr);
+}
+
+static int size_key_cmp(const void *key, const cmb_rbnode *n)
+{
+    uint64_t k = *(const uint64_t *)key;
+    const pool_block *y = cmb_rb_entry(n, pool_block, by_size);
+    /* (k, 0) against (size, ptr): ties on size sort the key first */
+    return k <= y->size ? -1 : 1;
+}
+
+static pool_block *block_new(rmm_pool *p, uintptr_t ptr, uint64_t size, int head)
+{
+    pool_block *b = p->spare;
+    if (b)
+        p->spare = (pool_block *)b->ptr;
+    else if (!(b = malloc(sizeof *b)))
+        return NULL;
+    b->ptr = ptr;
+    b->size = size;
+    b->head = head;
+    return b;
+}
+
+static void block_put(rmm_pool *p, pool_block *b)
+{
+    b->ptr = (uintptr_t)p->spare;
+    p->spare = b;
+}
+
+static void list_link(pool_stream *l, pool_block *b)
+{
+    cmb_rb_insert(&l->by_addr, &b->by_addr, addr_cmp);
+    cmb_rb_insert(&l->by_size, &b->by_size, size_cmp);
+}
+
+static void list_unlink(pool_stream *l, pool_block *b)
+{
+    cmb_rb_erase(&l->by_addr, &b->by_addr);
+    cmb_rb_erase(&l->by_size, &b->by_size);
+}
+
+/* b's size (and maybe its address) changed: re-sort it by size, unless it
+ * still sits between the same neighbours (the common case of a hot block). */
+static void list_resize(pool_stream *l, pool_block *b, uint64_t size)
+{
+    b->size = size;
+    cmb_rbnode *prev = cmb_rb_prev(&b->by_size), *next = cmb_rb_next(&b->by_size);
+    if ((!prev || size_cmp(prev, &b->by_size) < 0) && (!next || size_cmp(&b->by_size, next) < 0))
+        return;
+    cmb_rb_erase(&l->by_size, &b->by_size);
+    cmb_rb_insert(&l->by_size, &b->by_size, size_cmp);
+}
+
+static int contiguous(const pool_block *a, const pool_block *b)
+{
+    return a->ptr + a->size == b->ptr && !b->head;
+}
+
+/* coalescing_free_list::insert: merge with the neighbours it touches. */
+static void list_insert(rmm_pool *p, pool_stream *l, pool_block *b)
+{
+    cmb_rbnode *pn = cmb_rb_floor(&l->by_addr, &b->ptr, addr_key_cmp);
+    cmb_rbnode *nn = pn ? cmb_rb_next(pn) : cmb_rb_first(&l->by_addr);
+    pool_block *prev = pn ? cmb_rb_entry(pn, pool_block, by_addr) : NULL;
+    pool_block *next = nn ? cmb_rb_entry(nn, pool_block, by_addr) : NULL;
+    int merge_prev = prev && contiguous(prev, b);
+    int merge_next = next && contiguous(b, next);
+
+    if (merge_prev && merge_next) {
+        list_unlink(l, next);
+        list_resize(l, prev, prev->size + b->size + next->size);
+        block_put(p, next);
+        block_put(p, b);
+    } else if (merge_prev) {
+        list_resize(l, prev, prev->size + b->size);
+        block_put(p, b);
+    } else if (merge_next) {
+        /* next grows backwards: its place in address order is unchanged */
+        next->ptr = b->ptr;
+        next->head = b->head;
+        list_resize(l, next, next->size + b->size);
+        block_put(p, b);
+    } else {
+        list_link(l, b);
+    }
+}
+
+/* coalescing_free_list::get_block: the best fit, still linked in l. */
+static pool_block *list_best_fit(pool_stream *l, uint64_t size)
+{
+    cmb_rbnode *n = cmb_rb_lower_bound(&l->by_size, &size, size_key_cmp);
+    return n ? cmb_rb_entry(n, pool_block, by_size) : NULL;
+}
+
+static uint64_t list_largest(const pool_stream *l)
+{
+    cmb_rbnode *n = cmb_rb_last(&l->by_size);
+    return n ? cmb_rb_entry(n, pool_block, by_size)->size : 0;
+}
+
+/* --- streams and events -------------------------------------------------------- */
+
+static pool_stream *stream_new(rmm_pool *p, cmb_stream s)
+{
+    if (p->n_streams == p->cap_streams) {
+        size_t cap = p->cap_streams ? 2 * p->cap_streams : 8;
+        pool_stream **v = realloc(p->streams, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        p->streams = v;
+        p->cap_streams = cap;
+    }
+    pool_stream *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->stream = s;
+    cmb_rb_init(&l->by_addr);
+    cmb_rb_init(&l->by_size);
+    p->last = p->n_streams;
+    p->streams[p->n_streams++] = l;
+    return l;
+}
+
+/* get_event(): the list of stream s, created on first use. */
+static pool_stream *stream_get(rmm_pool *p, cmb_stream s)
+{
+    if (p->n_streams && p->streams[p->last]->stream == s)
+        return p->streams[p->last];
+    for (size_t i = 0; i < p->n_streams; i++) {
+        if (p->streams[i]->stream == s) {
+            p->last = i;
+            return p->streams[i];
+        }
+    }
+    return stream_new(p, s);
+}
+
+/* The allocating stream must not use blocks freed on `other` before that
+ * free completed: RMM makes the stream wait on other's event on the device
+ * (cudaStreamWaitEvent); the upstream has no such call, so the host waits
+ * for the event, which costs nothing once it has completed. */
+static cmb_status wait_for(rmm_pool *p, pool_stream *other)
+{
+    if (!other->event)
+        return CMB_OK;
+    cmb_status st;
+    while ((st = cmb_up_event_query(p->up, other->event)) == CMB_ERR_STATE)
+        ; /* cudaEventSynchronize's spin */
+    return st;
+}
+
+/* cudaEventRecord at every free: the event marks the last free on s. */
+static void record_free(rmm_pool *p, pool_stream *l)
+{
+    cmb_event ev;
+    if (cmb_up_event_record(p->up, l->stream, &ev) != CMB_OK) {
+        /* no event: make the free complete now, so any stream may reuse it */
+        cmb_up_stream_sync(p->up, l->stream);
+        ev = NULL;
+    }
+    if (l->event)
+        cmb_up_event_destroy(p->up, l->event);
+    l->event = ev;
+}
+
+/* --- growth ---------------------------------------------------------------------- */
+
+static pool_block *block_from_upstream(rmm_pool *p, uint64_t size, cmb_stream s)
+{
+    void *ptr;
+    if (size == 0 || cmb_up_alloc(p->up, size, s, &ptr) != CMB_OK)
+        return NULL;
+    pool_block *b = block_new(p, (uintptr_t)ptr, size, 1);
+    if (!b || cmb_hashmap_put(&p->upstream_blocks, (uint64_t)(uintptr_t)ptr, size)) {
+        if (b)
+            block_put(p, b);
+        cmb_up_free(p->up, ptr, size, s);
+        return NULL;
+    }
+    p->pool_size += size;
+    return b;
+}
+
+/* try_to_expand: `try_size`, halving on failure down to `min_size`. */
+static pool_block *try_to_expand(rmm_pool *p, uint64_t try_size, uint64_t min_size, cmb_stream s)
+{
+    while (try_size >= min_size) {
+        pool_block *b = block_from_upstream(p, try_size, s);
+        if (b)
+            return b;
+        if (try_size == min_size)
+            break;
+        try_size = align_up(try_size / 2, POOL_ALIGN);
+        if (try_size < min_size)
+            try_size = min_size;
+    }
+    snprintf(p->last_error, sizeof p->last_error,
+             "rmm-pool: maximum pool size exceeded growing a pool of %llu B for %llu B",
+             (unsigned long long)p->pool_size, (unsigned long long)min_size);
+    return NULL;
+}
+
+static uint64_t size_to_grow(const rmm_pool *p, uint64_t size)
+{
+    if (p->maximum != POOL_NO_MAXIMUM) {
+        if (p->maximum < p->pool_size)
+            return 0;
+        uint64_t remaining = align_up(p->maximum - p->pool_size, POOL_ALIGN);
+        uint64_t aligned = align_up(size, POOL_ALIGN);
+        if (aligned > remaining)
+            return 0;
+        return aligned > remaining / 2 ? aligned : remaining / 2;
+    }
+    return size > p->pool_size ? size : p->pool_size;
+}
+
+/* --- get_block ------------------------------------------------------------------------ */
+
+/* allocate_and_insert_remainder for a block b of list l: keep `size` bytes
+ * from its front and leave the rest in l. The rest keeps b's place in
+ * address order, and it cannot touch another free block of l (a list is
+ * always coalesced, and its end did not move), so RMM's coalescing insert
+ * reduces to re-sorting it by size. */
+static void *take_linked(rmm_pool *p, pool_stream *l, pool_block *b, uint64_t size)
+{
+    void *ptr = (void *)b->ptr;
+    if (b->size > size) {
+        b->ptr += size;
+        b->head = 0;
+        list_resize(l, b, b->size - size);
+    } else {
+        list_unlink(l, b);
+        block_put(p, b);
+    }
+    return ptr;
+}
+
+/* The same for a block fresh from the upstream, in no list yet. */
+static void *take_new(rmm_pool *p, pool_stream *l, pool_block *b, uint64_t size)
+{
+    void *ptr = (void *)b->ptr;
+    if (b->size > size) {
+        b->ptr += size;
+        b->size -= size;
+        b->head = 0;
+        list_insert(p, l, b);
+    } else {
+        block_put(p, b);
+    }
+    return ptr;
+}
+
+static cmb_status from_other_streams(rmm_pool *p, pool_stream *own, uint64_t size, void **out)
+{
+    /* pass 1: a fitting block in another list, without merging */
+    for (size_t i = 0; i < p->n_streams; i++) {
+        pool_stream *o = p->streams[i];
+        pool_block *b;
+        if (o == own || !(b = list_best_fit(o, size)))
+            continue;
+        cmb_status st = wait_for(p, o);
+        if (st != CMB_OK)
+            return st;
+        *out = take_linked(p, o, b, size);
+        return CMB_OK;
+    }
+    /* pass 2: merge whole lists into ours until a block fits */
+    for (size_t i = 0; i < p->n_streams; i++) {
+        pool_stream *o = p->streams[i];
+        if (o == own || !o->by_addr.count)
+            continue;
+        cmb_status st = wait_for(p, o);
+        if (st != CMB_OK)
+            return st;
+        cmb_rbnode *n;
+        while ((n = cmb_rb_first(&o->by_addr))) {
+            pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
+            list_unlink(o, b);
+            list_insert(p, own, b);
+        }
+        pool_block *b = list_best_fit(own, size);
+        if (b) {
+            *out = take_linked(p, own, b, size);
+            return CMB_OK;
+        }
+    }
+    return CMB_ERR_OOM;
+}
+
+static cmb_status get_block(rmm_pool *p, pool_stream *own, uint64_t size, void **out)
+{
+    pool_block *b = list_best_fit(own, size);
+    if (b) {
+        *out = take_linked(p, own, b, size);
+        return CMB_OK;
+    }
+    cmb_status st = from_other_streams(p, own, size, out);
+    if (st != CMB_ERR_OOM)
+        return st;
+    b = try_to_expand(p, size_to_grow(p, size), size, own->stream);
+    if (!b)
+        return CMB_ERR_OOM;
+    *out = take_new(p, own, b, size);
+    return CMB_OK;
+}
+
+/* --- the method table ---------------------------------------------------------------- */
+
+static cmb_status pool_destroy(void *state);
+
+static cmb_status read_options(const cmb_config *cfg, cmb_upstream *up, uint64_t *initial, uint64_t *maximum)
+{
+    cmb_option_reader r;
+    int has_initial = cmb_config_get(cfg, "initial_pool_size") != NULL;
+    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
+    *initial = cmb_options_size(&r, "initial_pool_size", 0);
+    *maximum = cmb_options_size(&r, "maximum_pool_size", POOL_NO_MAXIMUM);
+    cmb_status st = cmb_options_end(&r, "rmm-pool");
+    if (st != CMB_OK)
+        return st;
+    if (*maximum == 0)
+        *maximum = POOL_NO_MAXIMUM;
+    if ((has_initial && *initial % POOL_ALIGN) || (*maximum != POOL_NO_MAXIMUM && *maximum % POOL_ALIGN)) {
+        snprintf(cfg->error, cfg->error_len, "rmm-pool: initial_pool_size and maximum_pool_size must be "
+                                             "multiples of 256 bytes");
+        return CMB_ERR_INVALID;
+    }
+    if (!has_initial) {
+        size_t free_b = 0, total_b = 0;
+        st = cmb_up_mem_info(up, &free_b, &total_b);
+        if (st != CMB_OK) {
+            snprintf(cfg->error, cfg->error_len, "rmm-pool: cannot read free device memory: %s",
+                     cmb_status_str(st));
+            return st;
+        }
+        uint64_t share = (uint64_t)((double)total_b * (POOL_DEFAULT_PERCENT / 100.0));
+        *initial = align_up(free_b < share ? free_b : share, POOL_ALIGN);
+    }
+    if (*initial > *maximum) {
+        snprintf(cfg->error, cfg->error_len, "rmm-pool: initial pool size exceeds the maximum pool size");
+        return CMB_ERR_INVALID;
+    }
+    return CMB_OK;
+}
+
+static cmb_status pool_create(const cmb_config *cfg, cmb_upstream *up, void **state)
+{
+    uint64_t initial, maximum;
+    if (!up)
+        return CMB_ERR_INVALID;
+    cmb_status st = read_options(cfg, up, &initial, &maximum);
+    if (st != CMB_OK)
+        return st;
+    rmm_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CMB_ERR_HOST_NOMEM;
+    p->up = up;
+    p->maximum = maximum;
+    pool_stream *legacy;
+    if (cmb_hashmap_init(&p->upstream_blocks, 64) || !(legacy = stream_new(p, NULL))) {
+        st = CMB_ERR_HOST_NOMEM;
+        goto out_destroy;
+    }
+    if (initial > 0) {
+        pool_block *b = try_to_expand(p, initial, initial, NULL);
+        if (!b) {
+            snprintf(cfg->error, cfg->error_len, "rmm-pool: the upstream cannot give the initial pool of %llu B",
+                     (unsigned long long)initial);
+            st = CMB_ERR_OOM;
+            goto out_destroy;
+        }
+        list_insert(p, legacy, b);
+    }
+    *state = p;
+    return CMB_OK;
+
+out_destroy:
+    pool_destroy(p);
+    return st;
+}
+
+static cmb_status pool_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
+{
+    rmm_pool *p = state;
+    if (size == 0)
+        return CMB_ERR_INVALID;
+    uint64_t aligned = align_up(size, POOL_ALIGN);
+    pool_stream *own = stream_get(p, stream);
+    if (!own)
+        return CMB_ERR_HOST_NOMEM;
+    cmb_status st = get_block(p, own, aligned, ptr);
+    if (st != CMB_OK)
+        return st;
+    cmb_stat_increase(&p->st.requested, (int64_t)size);
+    cmb_stat_increase(&p->st.allocated, (int64_t)aligned);
+    cmb_stat_increase(&p->st.blocks, 1);
+    return CMB_OK;
+}
+
+static cmb_status pool_deallocate(void *state, void *ptr, size_t size, cmb_stream stream)
+{
+    rmm_pool *p = state;
+    if (!ptr || size == 0)
+        return CMB_ERR_INVALID;
+    uint64_t aligned = align_up(size, POOL_ALIGN);
+    pool_stream *own = stream_get(p, stream);
+    pool_block *b = block_new(p, (uintptr_t)ptr, aligned, 0);
+    if (!own || !b) {
+        if (b)
+            block_put(p, b);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    /* free_block(): the head flag comes from the set of upstream blocks */
+    b->head = cmb_hashmap_get(&p->upstream_blocks, (uint64_t)(uintptr_t)ptr, NULL);
+    record_free(p, own);
+    list_insert(p, own, b);
+    cmb_stat_decrease(&p->st.requested, (int64_t)size);
+    cmb_stat_decrease(&p->st.allocated, (int64_t)aligned);
+    cmb_stat_decrease(&p->st.blocks, 1);
+    return CMB_OK;
+}
+
+/* RMM's pool never gives memory back before it is destroyed. */
+static cmb_status pool_trim(void *state)
+{
+    (void)state;
+    return CMB_OK;
+}
+
+static cmb_status pool_stats(void *state, cmb_alloc_stats *out)
+{
+    rmm_pool *p = state;
+    *out = p->st;
+    out->reserved.current = p->up->stats.held_current;
+    out->reserved.peak = p->up->stats.held_peak;
+    out->reserved.total = p->up->stats.held_total;
+    out->largest_free = 0;
+    for (size_t i = 0; i < p->n_streams; i++) {
+        uint64_t l = list_largest(p->streams[i]);
+        if (l > out->largest_free)
+            out->largest_free = l;
+    }
+    out->upstream_allocs = p->up->stats.alloc_calls;
+    out->upstream_frees = p->up->stats.free_calls;
+    out->oom_retries = 0; /* it never frees cached memory to retry */
+    out->valid = CMB_STAT_REQUESTED | CMB_STAT_ALLOCATED | CMB_STAT_RESERVED | CMB_STAT_BLOCKS |
+                 CMB_STAT_LARGEST_FREE | CMB_STAT_UPSTREAM | CMB_STAT_OOM_RETRIES;
+    return CMB_OK;
+}
+
+static void free_list_records(pool_stream *l)
+{
+    cmb_rbnode *n;
+    while ((n = cmb_rb_first(&l->by_addr))) {
+        pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
+        list_unlink(l, b);
+        free(b);
+    }
+}
+
+static cmb_status pool_destroy(void *state)
+{
+    rmm_pool *p = state;
+    cmb_status result = CMB_OK;
+    for (size_t i = 0; i < p->n_streams; i++) {
+        pool_stream *l = p->streams[i];
+        if (l->event) {
+            /* release(): cudaEventSynchronize, then cudaEventDestroy */
+            while (cmb_up_event_query(p->up, l->event) == CMB_ERR_STATE)
+                ;
+            cmb_up_event_destroy(p->up, l->event);
+        }
+        free_list_records(l);
+        free(l);
+    }
+    free(p->streams);
+    /* release(): every upstream block, whether or not the program freed it */
+    uint64_t key, size;
+    for (size_t it = 0; p->upstream_blocks.keys && cmb_hashmap_next(&p->upstream_blocks, &it, &key, &size);) {
+        cmb_status st = cmb_up_free(p->up, (void *)(uintptr_t)key, (size_t)size, NULL);
+        if (st != CMB_OK && result == CMB_OK)
+            result = st;
+    }
+    cmb_hashmap_free(&p->upstream_blocks);
+    while (p->spare) {
+        pool_block *b = p->spare;
+        p->spare = (pool_block *)b->ptr;
+        free(b);
+    }
+    free(p);
+    return result;
+}
+
+static const char *pool_last_error(void *state)
+{
+    rmm_pool *p = state;
+    return p->last_error[0] ? p->last_error : NULL;
+}
+
+const cmb_allocator_methods cmb_rmm_pool_methods = {
+    .abi_version = CMB_ALLOCATOR_ABI_VERSION,
+    .name = "rmm-pool",
+    .summary = "RMM pool_memory_resource: coalescing best fit, per-stream free lists, grows by doubling, "
+               "never returns memory",
+    .flags = CMB_ALLOC_USES_UPSTREAM | CMB_ALLOC_STREAM_ORDERED,
+    .create = pool_create,
+    .allocate = pool_allocate,
+    .deallocate = pool_deallocate,
+    .trim = pool_trim,
+    .stats = pool_stats,
+    .destroy = pool_destroy,
+    .last_error = pool_last_error,
+};
