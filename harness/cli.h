@@ -16,6 +16,7 @@ typedef struct cmb_cli {
     int list, help, version;
     int child;             /* internal: run exactly one case                 */
     int probe_env;         /* internal: print the GPU environment            */
+    int probe_mem;         /* internal: print the device's memory use        */
     int result_fd;         /* internal: where a child writes its results     */
     const char *scenarios; /* comma list or "all"                            */
     const char *allocators;/* comma list or "all"                            */
@@ -32,6 +33,7 @@ typedef struct cmb_cli {
     int quiet;
     cmb_fault_spec fault;
     const char *record_trace; /* write the traffic of the (single) case */
+    const char *resume;    /* continue the run in this directory            */
 } cmb_cli;
 
 /* 0 on success; -1 with a one-line message in err. */
