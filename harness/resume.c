@@ -334,6 +334,44 @@ static void sort_names(cmb_resume *r)
     r->n_done = o;
 }
 
+/* The case column of the line that starts at `line` (ends at '\n'). */
+static int case_of_line(const char *line, char *out, size_t outlen)
+{
+    char *f[N_COLS + 1];
+    char *buf = strndup(line, strcspn(line, "\n"));
+    int rc = -1;
+    if (buf && split_csv_line(buf, f, N_COLS + 1) == N_COLS) {
+        snprintf(out, outlen, "%s", f[COL_CASE]);
+        rc = 0;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Length of text[0, len) without the trailing lines of its last case
+ * (never the header). */
+static size_t drop_last_case(const char *text, size_t len)
+{
+    char last[1024], cur[1024];
+    size_t header = sizeof CSV_HEADER - 1;
+    if (len <= header)
+        return len;
+    size_t start = len - 1;
+    while (start > header && text[start - 1] != '\n')
+        start--;
+    if (case_of_line(text + start, last, sizeof last))
+        return start;
+    while (start > header) {
+        size_t prev = start - 1;
+        while (prev > header && text[prev - 1] != '\n')
+            prev--;
+        if (case_of_line(text + prev, cur, sizeof cur) || strcmp(cur, last))
+            break;
+        start = prev;
+    }
+    return start;
+}
+
 static int read_csv(cmb_resume *r, const char *dir, char *err, size_t errlen)
 {
     char path[1024];
@@ -350,10 +388,12 @@ static int read_csv(cmb_resume *r, const char *dir, char *err, size_t errlen)
         goto out_fail;
     }
     if (text[len - 1] != '\n') {
-        /* one write per case: a torn line is the last one, of a case whose
-         * JSON entries read_json removes below */
+        /* A case's rows are one write: a torn line ends the file, and the
+         * case before the fragment may be cut short too. Both go; read_json
+         * then drops their JSON entries and they run again. */
         while (len && text[len - 1] != '\n')
             len--;
+        len = drop_last_case(text, len);
         if (replace_file(path, text, len, err, errlen))
             goto out_fail;
         text[len] = '\0';
@@ -510,8 +550,7 @@ int cmb_resume_open_output(cmb_output *out, cmb_resume *r, const cmb_cli *cli, c
     }
     if (cmb_output_reopen(out, dir, r->run_id, env, mode, "cumembench", err, errlen))
         return -1;
-    if (!cli->quiet || r->csv_repaired || r->json_dropped)
-        fprintf(stderr, "cumembench: resuming %s: %zu finished cases kept%s%s\n", dir, r->n_done,
+    fprintf(stderr, "cumembench: resuming %s: %zu finished cases kept%s%s\n", dir, r->n_done,
                 r->csv_repaired ? "; a torn last line of results.csv dropped" : "",
                 r->json_dropped ? "; results.json entries of an unfinished case dropped" : "");
     return 0;
