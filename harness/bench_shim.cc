@@ -120,9 +120,11 @@ private:
     void *ctx_;
 };
 
-std::vector<registered *> &registry()
+/* Owns the registrations for the life of the process (the library keeps
+ * pointers to them); freed at exit, so leak checkers see no loss. */
+std::vector<std::unique_ptr<registered>> &registry()
 {
-    static std::vector<registered *> regs;
+    static std::vector<std::unique_ptr<registered>> regs;
     return regs;
 }
 
@@ -166,7 +168,7 @@ benchmark::BenchmarkReporter::Run to_run(const cmb_bench_run &c)
 extern "C" void cmb_bench_register(const char *name, cmb_bench_fn fn, void *arg, const cmb_bench_options *opt)
 {
     registered *r = new registered{clean(name), fn, arg};
-    registry().push_back(r);
+    registry().emplace_back(r);
     benchmark::internal::Benchmark *b = benchmark::RegisterBenchmark(r->name.c_str(), trampoline, r);
     b->Unit(to_unit(opt->unit));
     if (opt->iterations > 0)

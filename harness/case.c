@@ -524,6 +524,7 @@ static uint64_t effective_cap(const cmb_case *c)
 static cmb_status setup_repetition(cmb_case *c)
 {
     uint64_t cap = effective_cap(c);
+    cmb_verify_begin(&c->spec->fault);
     reset_repetition(c);
     if (c->spec->mode == CMB_MODE_GPU) {
         c->free_at_start = gpu_free_bytes();

@@ -41,7 +41,10 @@ int main(int argc, char **argv)
         return cmb_run_child(&cli);
     if (cli.resume && cmb_resume_prepare(argc, argv, &cli, err, sizeof err)) {
         fprintf(stderr, "cumembench: %s\n", err);
+        cmb_resume_release();
         return 2;
     }
-    return cmb_run(&cli, argv[0]);
+    int rc = cmb_run(&cli, argv[0]);
+    cmb_resume_release();
+    return rc;
 }

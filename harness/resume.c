@@ -25,6 +25,17 @@ enum { COL_RUN_ID = 0, COL_GPU = 1, COL_MODE = 2, COL_CASE = 3, COL_STATUS = 9, 
 
 static int saved_argc;
 static char **saved_argv;
+/* the arguments read back from run.args: the options point into them */
+static char *resumed_text;
+static char **resumed_argv;
+
+void cmb_resume_release(void)
+{
+    free(resumed_argv);
+    free(resumed_text);
+    resumed_argv = NULL;
+    resumed_text = NULL;
+}
 
 void cmb_resume_remember_args(int argc, char **argv)
 {
@@ -209,7 +220,8 @@ static int load_args(const char *dir, char *cwd, size_t cwdlen, int *argc, char 
         goto out_bad;
     av[n] = NULL;
     *argc = n;
-    *argv = av; /* text and av stay allocated on purpose */
+    *argv = resumed_argv = av; /* kept for the life of the process */
+    resumed_text = text;
     return 0;
 
 out_bad:
@@ -322,6 +334,8 @@ static int add_name(cmb_resume *r, size_t *cap, const char *name)
 /* Sorts the names and folds duplicates. */
 static void sort_names(cmb_resume *r)
 {
+    if (!r->n_done)
+        return;
     qsort(r->done, r->n_done, sizeof *r->done, cmp_str);
     size_t o = 0;
     for (size_t i = 0; i < r->n_done; i++) {

@@ -47,6 +47,9 @@ int cmb_resume_save_command(const char *dir, char *err, size_t errlen);
  * 0, or -1 with a one-line reason. */
 int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen);
 
+/* Frees what cmb_resume_prepare kept (after the run). */
+void cmb_resume_release(void);
+
 /* Reads DIR's results, repairs them as above and fills *r. 0 or -1 + err. */
 int cmb_resume_load(cmb_resume *r, const char *dir, char *err, size_t errlen);
 

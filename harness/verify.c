@@ -1,6 +1,7 @@
 /* verify.c - checks of every block handed out (see verify.h). */
 #include "verify.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,22 @@ struct cmb_verify {
     int out_of_memory;
 };
 
+static double heap_bytes(void);
+
+/* heap held when the current repetition began (a process runs one case) */
+static double heap_at_begin = -1;
+
 int cmb_verify_wanted(const cmb_fault_spec *fault)
 {
     const char *env = getenv("CMB_VERIFY");
     if (env && !strcmp(env, "1"))
         return 1;
     return fault->fail_nth || fault->fail_every || fault->fail_prob > 0;
+}
+
+void cmb_verify_begin(const cmb_fault_spec *fault)
+{
+    heap_at_begin = cmb_verify_wanted(fault) ? heap_bytes() : -1;
 }
 
 /* --- the live blocks, by address ---------------------------------------------------- */
@@ -124,6 +135,18 @@ void cmb_verify_attach(cmb_verify **v, cmb_metered *mt, const cmb_upstream *up, 
     }
 }
 
+/* Bytes the program holds from malloc (small chunks and mmapped ones):
+ * exact, unlike the resident size, which follows malloc's trimming. */
+static double heap_bytes(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    return (double)mi.uordblks + (double)mi.hblkhd;
+#else
+    return -1;
+#endif
+}
+
 static double resident_bytes(void)
 {
     unsigned long size = 0, resident = 0;
@@ -152,7 +175,11 @@ void cmb_verify_finish(cmb_verify **vp, cmb_case *c)
     cmb_objpool_destroy(&v->nodes);
     free(v);
     *vp = NULL;
-    double rss = resident_bytes();
+    double heap = heap_bytes(), rss = resident_bytes();
+    if (heap >= 0)
+        cmb_case_counter(c, "host_heap_bytes", heap);
+    if (heap >= 0 && heap_at_begin >= 0)
+        cmb_case_counter(c, "host_heap_growth_bytes", heap - heap_at_begin);
     if (rss >= 0)
         cmb_case_counter(c, "host_rss_bytes", rss);
 }

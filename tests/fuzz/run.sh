@@ -57,7 +57,7 @@ for t in "${targets[@]}"; do
         status=1
         continue
     fi
-    secs=$(echo "$(date +%s.%N) - $t0" | bc)
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     found=$(find "$work/$t" -type f | wc -l)
     if ((merge)); then

@@ -11,10 +11,21 @@ tests. Standard library only.
       misaligned or foreign block, statistics agree; every allocator met
       injected faults; the allocators named in --retry (when they ran)
       freed their cache and retried (oom_retries > 0).
-  results_check.py soak [--summary FILE] [--min-ops N] [--rss-slack BYTES] DIR
+  results_check.py isolation STICKY_DIR ORPHAN_DIR
+      the GPU runs of scripts/gpu-reliability.sh: every planted
+      illegal-address case failed with the CUDA error and every case after
+      it ran clean; the orphan case left memory that the device check
+      reported (device_unreturned_bytes) and the next case ran on a dirty
+      device (device_dirty_bytes).
+  results_check.py gpusoak [--wall SECONDS] [--summary FILE] DIR...
+      the rounds of scripts/gpu-soak.sh: the consistency checks of every
+      round, every case's device memory returned (device_unreturned_bytes
+      and device_dirty_bytes 0), and the totals per allocator.
+  results_check.py soak [--summary FILE] [--min-ops N] [--heap-slack BYTES] DIR
       the same consistency checks, at least N operations in all, and the
-      case process's resident memory did not grow from the first
-      repetition to the last by more than the slack.
+      case process's heap (bytes held from malloc after each repetition's
+      teardown) did not grow from the first repetition to the last by more
+      than the slack.
 """
 import argparse
 import collections
@@ -148,33 +159,127 @@ def faults(dirs, retry, summary, problems):
     print(text, end="")
 
 
-def soak(d, min_ops, rss_slack, summary, problems):
+def soak(d, min_ops, heap_slack, summary, problems):
+    """Host memory: host_heap_growth_bytes of every repetition after the
+    first (the first may fill caches) must stay within the slack."""
     doc, rows = load(d)
     consistency(d, rows, problems)
     reps = metrics_by_rep(rows)
     ops = 0
-    rss = collections.defaultdict(dict)
-    lines = [f"{'case':<60} {'reps':>4} {'operations':>12} {'rss first':>12} {'rss last':>12}"]
-    per_case = collections.defaultdict(lambda: [0, 0])
-    for (case, rep), m in sorted(reps.items()):
+    per_case = collections.defaultdict(lambda: {"reps": 0, "ops": 0, "secs": 0.0, "growth": 0.0, "heap": []})
+    for (case, rep), m in sorted(reps.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
         n = m.get("allocs", 0) + m.get("frees", 0)
         ops += n
-        per_case[case][0] += 1
-        per_case[case][1] += n
-        if "host_rss_bytes" in m:
-            rss[case][int(rep)] = m["host_rss_bytes"]
-        else:
-            problems.append(f"{d}: {case} rep {rep}: no host_rss_bytes (run with CMB_VERIFY=1)")
-    for case, (n_reps, n_ops) in sorted(per_case.items()):
-        r = rss.get(case, {})
-        first = r[min(r)] if r else float("nan")
-        last = r[max(r)] if r else float("nan")
-        if r and last > first + rss_slack:
-            problems.append(f"{d}: {case}: resident memory grew from {first:.0f} to {last:.0f} bytes")
-        lines.append(f"{case[:60]:<60} {n_reps:>4} {int(n_ops):>12} {first / 2**20:>10.1f}Mi {last / 2**20:>10.1f}Mi")
-    lines.append(f"total operations: {int(ops)}")
+        c = per_case[case]
+        c["reps"] += 1
+        c["ops"] += n
+        c["secs"] += m.get("time_s", 0)
+        if "host_heap_growth_bytes" not in m:
+            problems.append(f"{d}: {case} rep {rep}: no host_heap_growth_bytes (run with CMB_VERIFY=1)")
+            continue
+        c["heap"].append(m["host_heap_bytes"])
+        if int(rep) > 0:
+            c["growth"] += m["host_heap_growth_bytes"]
+    fmt = "{:<44} {:>4} {:>12} {:>9} {:>12} {:>22}"
+    lines = [fmt.format("case", "reps", "operations", "seconds", "heap (B)", "heap growth after rep 0")]
+    for case, c in sorted(per_case.items()):
+        if c["growth"] > heap_slack:
+            problems.append(f"{d}: {case}: the host heap grew by {c['growth']:.0f} bytes over repetitions 1..")
+        short = "/".join(case.split("/")[:4])
+        heap = f"{c['heap'][-1]:.0f}" if c["heap"] else "?"
+        lines.append(fmt.format(short[:44], c["reps"], int(c["ops"]), f"{c['secs']:.1f}", heap,
+                                f"{c['growth']:.0f}"))
+    lines.append(f"total operations: {int(ops)} in {len(per_case)} cases")
     if ops < min_ops:
         problems.append(f"{d}: {int(ops)} operations, fewer than {min_ops}")
+    text = "\n".join(lines) + "\n"
+    if summary:
+        with open(summary, "w") as f:
+            f.write(text)
+    print(text, end="")
+
+
+def cases_in_order(rows):
+    order = []
+    for r in rows:
+        if not order or order[-1] != r["case"]:
+            order.append(r["case"])
+    return order
+
+
+def isolation(sticky, orphan, problems):
+    doc, rows = load(sticky)
+    reps = metrics_by_rep(rows)
+    order = cases_in_order(rows)
+    planted = [c for c in order if c.startswith("planted-fault/")]
+    others = [c for c in order if not c.startswith("planted-fault/")]
+    if not planted or not others:
+        problems.append(f"{sticky}: expected planted-fault and churn cases, got {order}")
+    for c in planted:
+        errs = [r["error"] for r in rows if r["case"] == c and r["status"] == "failed"]
+        if not errs or "illegal memory access" not in errs[0]:
+            problems.append(f"{sticky}: {c}: expected a failure with the illegal address, got {errs[:1]}")
+        else:
+            print(f"sticky error isolated: {c.split('/')[1]}: {errs[0][:110]}")
+    for c in others:
+        ok = [m for (case, _), m in reps.items() if case == c]
+        failed = [r for r in rows if r["case"] == c and r["status"] == "failed"]
+        if failed or not ok:
+            problems.append(f"{sticky}: {c}: did not run clean after the sticky error: {failed[:1]}")
+        for m in ok:
+            if m.get("device_dirty_bytes", -1) != 0 or m.get("device_unreturned_bytes", -1) != 0:
+                problems.append(f"{sticky}: {c}: device not clean: {m.get('device_dirty_bytes')}, "
+                                f"{m.get('device_unreturned_bytes')}")
+    print(f"{len(planted)} planted cases failed alone; {len(others)} cases after them ran clean")
+
+    doc, rows = load(orphan)
+    reps = metrics_by_rep(rows)
+    order = cases_in_order(rows)
+    if len(order) < 2 or not order[0].startswith("planted-fault/"):
+        problems.append(f"{orphan}: expected the orphan case first, got {order}")
+        return
+    hold = [m for (case, _), m in reps.items() if case == order[0]]
+    nxt = [m for (case, _), m in reps.items() if case == order[1]]
+    unreturned = max((m.get("device_unreturned_bytes", 0) for m in hold), default=0)
+    dirty = max((m.get("device_dirty_bytes", 0) for m in nxt), default=0)
+    held = max((m.get("planted_hold_bytes", 0) for m in hold), default=0)
+    if not held or unreturned < held / 2:
+        problems.append(f"{orphan}: the orphan case held {held:.0f} B but device_unreturned_bytes is {unreturned:.0f}")
+    if not held or dirty < held / 2:
+        problems.append(f"{orphan}: the case after the orphan shows device_dirty_bytes {dirty:.0f}")
+    print(f"memory left by a case: {unreturned / 2**30:.2f} GiB reported as not returned; the next case "
+          f"reported as run on a dirty device ({dirty / 2**30:.2f} GiB above the start)")
+
+
+def gpusoak(dirs, wall, summary, problems):
+    per_alloc = collections.defaultdict(collections.Counter)
+    for d in dirs:
+        doc, rows = load(d)
+        consistency(d, rows, problems)
+        for (case, rep), m in metrics_by_rep(rows).items():
+            a = per_alloc[case.split("/")[1]]
+            a["reps"] += 1
+            a["ops"] += m.get("allocs", 0) + m.get("frees", 0)
+            a["failed_allocs"] += m.get("failed_allocs", 0)
+            a["seconds"] += m.get("time_s", 0)
+            a["device_leak_max"] = max(a["device_leak_max"], m.get("device_leak_bytes", 0))
+            for k in ("device_unreturned_bytes", "device_dirty_bytes"):
+                if m.get(k, 0) != 0:
+                    problems.append(f"{d}: {case} rep {rep}: {k} = {m[k]:.0f}")
+            if "device_dirty_bytes" not in m:
+                problems.append(f"{d}: {case}: no device check (device_dirty_bytes missing)")
+    fmt = "{:<18} {:>6} {:>12} {:>12} {:>11} {:>22}"
+    lines = [fmt.format("allocator", "reps", "operations", "failed (OOM)", "scenario s", "max device_leak_bytes")]
+    tot = collections.Counter()
+    for alloc in sorted(per_alloc):
+        a = per_alloc[alloc]
+        for k in ("reps", "ops", "failed_allocs", "seconds"):
+            tot[k] += a[k]
+        lines.append(fmt.format(alloc, int(a["reps"]), int(a["ops"]), int(a["failed_allocs"]), f"{a['seconds']:.0f}",
+                                int(a["device_leak_max"])))
+    lines.append(fmt.format("all", int(tot["reps"]), int(tot["ops"]), int(tot["failed_allocs"]),
+                            f"{tot['seconds']:.0f}", ""))
+    lines.append(f"{len(dirs)} rounds" + (f", {wall} s of wall time" if wall else ""))
     text = "\n".join(lines) + "\n"
     if summary:
         with open(summary, "w") as f:
@@ -192,20 +297,31 @@ def main():
     p.add_argument("dirs", nargs="+")
     p.add_argument("--retry", default="")
     p.add_argument("--summary")
+    p = sub.add_parser("isolation")
+    p.add_argument("sticky")
+    p.add_argument("orphan")
+    p = sub.add_parser("gpusoak")
+    p.add_argument("dirs", nargs="+")
+    p.add_argument("--wall", type=int)
+    p.add_argument("--summary")
     p = sub.add_parser("soak")
     p.add_argument("dir")
     p.add_argument("--min-ops", type=int, default=0)
-    p.add_argument("--rss-slack", type=int, default=1 << 20)
+    p.add_argument("--heap-slack", type=int, default=0)
     p.add_argument("--summary")
     a = ap.parse_args()
     problems = []
     if a.cmd == "once":
         n = check_once(a.dir, a.cases, problems)
         print(f"{n} cases, each once")
+    elif a.cmd == "isolation":
+        isolation(a.sticky, a.orphan, problems)
+    elif a.cmd == "gpusoak":
+        gpusoak(a.dirs, a.wall, a.summary, problems)
     elif a.cmd == "faults":
         faults(a.dirs, [x for x in a.retry.split(",") if x], a.summary, problems)
     else:
-        soak(a.dir, a.min_ops, a.rss_slack, a.summary, problems)
+        soak(a.dir, a.min_ops, a.heap_slack, a.summary, problems)
     for p in problems[:40]:
         print("PROBLEM:", p)
     if len(problems) > 40:
