@@ -1,0 +1,66 @@
+#!/bin/sh
+# gpu-memcheck.sh - compute-sanitizer's memcheck over the GPU scenarios:
+# every scenario (quick preset, one repetition) under a few allocators, with
+# every case process followed (--target-processes all). Builds nothing.
+#
+#   scripts/gpu-memcheck.sh BUILD_DIR OUT_DIR [cumembench options...]
+#
+# OUT_DIR receives run/ (the results), memcheck.PID.log (one per process)
+# and memcheck-summary.txt: processes checked, errors found (with the
+# first lines of each report), and how the cases ended. Extra options go to
+# cumembench (e.g. --scenario churn,replay or --allocator cuda). Exit status
+# 0 when memcheck found no error, 1 when it did, 2 on bad usage.
+set -u
+
+if [ $# -lt 2 ]; then
+    echo "usage: $0 BUILD_DIR OUT_DIR [cumembench options...]" >&2
+    exit 2
+fi
+build=$(cd "$1" 2>/dev/null && pwd) || { echo "$0: no such build directory: $1" >&2; exit 2; }
+bin="$build/cumembench"
+[ -x "$bin" ] || { echo "$0: $bin is missing: build first (make build)" >&2; exit 2; }
+mkdir -p "$2" || exit 2
+out=$(cd "$2" && pwd)
+shift 2
+sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+[ -x "$sanitizer" ] || { echo "$0: compute-sanitizer not found (set COMPUTE_SANITIZER)" >&2; exit 2; }
+cd "$(dirname "$0")/.." || exit 2
+
+allocators=
+for a in cuda cuda-async cub rmm-pool torch-caching; do
+    "$bin" --list | grep -q "^  $a " && allocators="${allocators:+$allocators,}$a"
+done
+start=$(date +%s)
+"$sanitizer" --tool memcheck --target-processes all --print-limit 50 --log-file "$out/memcheck.%p.log" \
+    "$bin" --mode gpu --preset quick --scenario all --allocator "$allocators" --repetitions 1 \
+    --case-timeout 1800 --out "$out/run" "$@"
+rc=$?
+wall=$(( $(date +%s) - start ))
+
+summary="$out/memcheck-summary.txt"
+{
+    echo "compute-sanitizer --tool memcheck --target-processes all over cumembench --mode gpu --preset quick"
+    echo "scenarios: all; allocators: $allocators; extra options: $*"
+    "$sanitizer" --version | tail -1
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+    echo "wall time: $wall s; cumembench exit status $rc"
+    logs=$(ls "$out"/memcheck.*.log 2>/dev/null | wc -l)
+    errors=$(cat "$out"/memcheck.*.log 2>/dev/null | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' |
+        awk '{ s += $1 } END { print s + 0 }')
+    echo "processes checked: $logs; errors: $errors"
+    if [ -f "$out/run/results.csv" ]; then
+        echo "cases: $(cut -d, -f4,10 "$out/run/results.csv" | tail -n +2 | sort -u | cut -d, -f2 | sort | uniq -c |
+            awk '{ printf "%s %s, ", $1, $2 }' | sed 's/, $//') (status rows per case and repetition)"
+        echo "failed rows:"
+        awk -F, 'NR > 1 && $10 == "failed" { print "  " $4 ": " $13 }' "$out/run/results.csv" | sort -u | head -20
+    fi
+    for f in "$out"/memcheck.*.log; do
+        n=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$f" | tail -1)
+        if [ "${n:-0}" != 0 ]; then
+            echo "--- $f ($n errors)"
+            grep -m 12 -E '=========  *(Invalid|Program hit|Address|Saved host|Host Frame|by thread|Access)' "$f"
+        fi
+    done
+} >"$summary" 2>&1
+cat "$summary"
+[ "$(sed -n 's/^processes checked: .*; errors: //p' "$summary")" = 0 ]
