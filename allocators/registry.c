@@ -7,6 +7,8 @@ extern const cmb_allocator_methods cmb_cuda_methods;
 extern const cmb_allocator_methods cmb_cuda_async_methods;
 extern const cmb_allocator_methods cmb_managed_methods;
 extern const cmb_allocator_methods cmb_cub_methods;
+extern const cmb_allocator_methods cmb_torch_caching_methods;
+extern const cmb_allocator_methods cmb_torch_expandable_methods;
 extern const cmb_allocator_methods cmb_rmm_pool_methods;
 extern const cmb_allocator_methods cmb_arena_methods;
 extern const cmb_allocator_methods cmb_binning_methods;
@@ -23,6 +25,8 @@ static const cmb_allocator_entry entries[] = {
     {"cub", &cmb_cub_methods, "", NULL},
     {"cub-1g", &cmb_cub_methods, "bin_growth=8:min_bin=3:max_bin=10:max_cached_bytes=unlimited",
      "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit"},
+    {"torch-caching", &cmb_torch_caching_methods, "", NULL},
+    {"torch-expandable", &cmb_torch_expandable_methods, "", NULL},
     {"rmm-pool", &cmb_rmm_pool_methods, "", NULL},
     {"arena", &cmb_arena_methods, "", NULL},
     {"binning", &cmb_binning_methods, "", NULL},

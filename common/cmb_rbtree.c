@@ -84,6 +84,16 @@ static void insert_fixup(cmb_rbtree *t, cmb_rbnode *z)
     t->root->red = 0;
 }
 
+void cmb_rb_link(cmb_rbtree *t, cmb_rbnode *n, cmb_rbnode *parent, cmb_rbnode **link)
+{
+    n->parent = parent;
+    n->left = n->right = NULL;
+    n->red = 1;
+    *link = n;
+    t->count++;
+    insert_fixup(t, n);
+}
+
 void cmb_rb_insert(cmb_rbtree *t, cmb_rbnode *n, cmb_rb_cmp_fn cmp)
 {
     cmb_rbnode *parent = NULL;
@@ -92,12 +102,7 @@ void cmb_rb_insert(cmb_rbtree *t, cmb_rbnode *n, cmb_rb_cmp_fn cmp)
         parent = *link;
         link = cmp(n, parent) < 0 ? &parent->left : &parent->right;
     }
-    n->parent = parent;
-    n->left = n->right = NULL;
-    n->red = 1;
-    *link = n;
-    t->count++;
-    insert_fixup(t, n);
+    cmb_rb_link(t, n, parent, link);
 }
 
 /* --- erase --------------------------------------------------------------- */

@@ -43,6 +43,11 @@ static inline void cmb_rb_init(cmb_rbtree *t)
 }
 
 void cmb_rb_insert(cmb_rbtree *t, cmb_rbnode *n, cmb_rb_cmp_fn cmp);
+/* Insert at a place found by the caller's own descent, for hot paths that
+ * compare inline (Linux's rb_link_node + rb_insert_color): `parent` is the
+ * last node visited (NULL for an empty tree) and `link` the empty child
+ * slot of it where n goes (&t->root for an empty tree). */
+void cmb_rb_link(cmb_rbtree *t, cmb_rbnode *n, cmb_rbnode *parent, cmb_rbnode **link);
 void cmb_rb_erase(cmb_rbtree *t, cmb_rbnode *n);
 
 cmb_rbnode *cmb_rb_first(const cmb_rbtree *t);

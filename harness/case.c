@@ -155,6 +155,11 @@ cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s)
     return c->m->deallocate(c->state, ptr, size, s);
 }
 
+void cmb_case_set_op_timing(cmb_case *c, int on)
+{
+    c->mt.time_ops = on;
+}
+
 size_t cmb_block_size(const cmb_case *c, void *ptr)
 {
     uint64_t size = 0;

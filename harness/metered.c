@@ -12,6 +12,7 @@ cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, voi
     mt->m = m;
     mt->state = state;
     mt->up = up;
+    mt->time_ops = 1;
     if (cmb_hashmap_init(&mt->live, 4096))
         goto out_nomem;
     if (cmb_latency_init(&mt->alloc_ns, latency_cap, seed))
@@ -64,9 +65,9 @@ static void snapshot_peak(cmb_metered *mt)
 
 cmb_status cmb_metered_alloc(cmb_metered *mt, size_t size, cmb_stream s, void **ptr)
 {
-    uint64_t t0 = cmb_now_ns();
+    uint64_t t0 = mt->time_ops ? cmb_now_ns() : 0;
     cmb_status st = mt->m->allocate(mt->state, size, s, ptr);
-    uint64_t t1 = cmb_now_ns();
+    uint64_t t1 = mt->time_ops ? cmb_now_ns() : 0;
 
     if (st != CMB_OK) {
         mt->failed_allocs++;
@@ -74,7 +75,8 @@ cmb_status cmb_metered_alloc(cmb_metered *mt, size_t size, cmb_stream s, void **
         notify(mt, CMB_OP_ALLOC_FAILED, NULL, size, s);
         return st;
     }
-    cmb_latency_add(&mt->alloc_ns, t1 - t0);
+    if (mt->time_ops)
+        cmb_latency_add(&mt->alloc_ns, t1 - t0);
     mt->allocs++;
     if (cmb_hashmap_put(&mt->live, (uint64_t)(uintptr_t)*ptr, size)) {
         mt->m->deallocate(mt->state, *ptr, size, s);
@@ -97,21 +99,23 @@ cmb_status cmb_metered_alloc(cmb_metered *mt, size_t size, cmb_stream s, void **
 cmb_status cmb_metered_dealloc(cmb_metered *mt, void *ptr, cmb_stream s)
 {
     uint64_t size;
-    if (!cmb_hashmap_get(&mt->live, (uint64_t)(uintptr_t)ptr, &size)) {
+    /* one lookup: take the block out of the table, put it back on failure */
+    if (!cmb_hashmap_remove(&mt->live, (uint64_t)(uintptr_t)ptr, &size)) {
         mt->failed_frees++;
         return CMB_ERR_INVALID;
     }
-    uint64_t t0 = cmb_now_ns();
+    uint64_t t0 = mt->time_ops ? cmb_now_ns() : 0;
     cmb_status st = mt->m->deallocate(mt->state, ptr, (size_t)size, s);
-    uint64_t t1 = cmb_now_ns();
+    uint64_t t1 = mt->time_ops ? cmb_now_ns() : 0;
     if (st != CMB_OK) {
+        cmb_hashmap_put(&mt->live, (uint64_t)(uintptr_t)ptr, size);
         mt->failed_frees++;
         mt->last_failure = st;
         return st;
     }
-    cmb_latency_add(&mt->free_ns, t1 - t0);
+    if (mt->time_ops)
+        cmb_latency_add(&mt->free_ns, t1 - t0);
     mt->frees++;
-    cmb_hashmap_remove(&mt->live, (uint64_t)(uintptr_t)ptr, NULL);
     cmb_stat_decrease(&mt->requested, (int64_t)size);
     cmb_stat_decrease(&mt->blocks, 1);
     notify(mt, CMB_OP_FREE, ptr, (size_t)size, s);

@@ -43,6 +43,8 @@ typedef struct cmb_metered {
     void *sample_ctx;
     uint64_t device_peak;
 
+    int time_ops; /* read the clock around each call (default 1) */
+
     cmb_observer_fn observers[4];
     void *observer_ctx[4];
     int n_observers;

@@ -120,6 +120,7 @@ typedef struct replay_run {
     void **ptr;          /* per slot; NULL when not live */
     uint64_t ooms;
     int honour_syncs;
+    uint64_t passes;
 } replay_run;
 
 static cmb_status sync_stream(cmb_case *c, int index)
@@ -130,6 +131,22 @@ static cmb_status sync_stream(cmb_case *c, int index)
     return e == cudaSuccess ? CMB_OK : cmb_case_fail(c, CMB_ERR_CUDA, "synchronize: %s", cudaGetErrorString(e));
 }
 
+/* Frees what a pass left live, so the next pass starts as the trace did. */
+static cmb_status end_pass(cmb_case *c, replay_run *run, cmb_stream s)
+{
+    for (uint32_t k = 0; k < run->t->slots; k++) {
+        if (!run->ptr[k])
+            continue;
+        cmb_status st = cmb_free(c, run->ptr[k], s);
+        if (st != CMB_OK)
+            return cmb_case_fail(c, st, "free at the end of a pass failed");
+        run->ptr[k] = NULL;
+    }
+    return CMB_OK;
+}
+
+static cmb_status replay_pass(cmb_case *c, replay_run *run, cmb_stream *streams);
+
 static cmb_status replay_events(cmb_case *c, void *arg)
 {
     replay_run *run = arg;
@@ -139,7 +156,19 @@ static cmb_status replay_events(cmb_case *c, void *arg)
         streams[i] = i < t->streams ? cmb_case_stream(c, i) : NULL;
     memset(run->ptr, 0, (size_t)t->slots * sizeof *run->ptr);
     run->ooms = 0;
+    for (uint64_t pass = 0; pass < run->passes; pass++) {
+        cmb_status st = replay_pass(c, run, streams);
+        if (st == CMB_OK && pass + 1 < run->passes)
+            st = end_pass(c, run, streams[0]);
+        if (st != CMB_OK)
+            return st;
+    }
+    return CMB_OK;
+}
 
+static cmb_status replay_pass(cmb_case *c, replay_run *run, cmb_stream *streams)
+{
+    const loaded_trace *t = run->t;
     for (size_t i = 0; i < t->n; i++) {
         const packed_event *e = &t->ev[i];
         cmb_status st;
@@ -188,7 +217,9 @@ static cmb_status fit_fn(cmb_case *c, void *arg)
 static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, uint64_t hi, uint64_t *best)
 {
     const uint64_t step = 2u << 20;
-    fit_probe p = {run, 0};
+    replay_run once = *run;
+    once.passes = 1; /* one pass decides whether the trace fits */
+    fit_probe p = {&once, 0};
     lo = lo / step * step;
     hi = (hi + step - 1) / step * step;
     *best = 0;
@@ -216,9 +247,10 @@ static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, u
 
 /* --- the scenario ------------------------------------------------------------------------------- */
 
-static void trace_counters(cmb_case *c, const loaded_trace *t, uint64_t ooms, double seconds)
+static void trace_counters(cmb_case *c, const loaded_trace *t, uint64_t passes, uint64_t ooms, double seconds)
 {
     cmb_case_counter(c, "trace_events", (double)t->n);
+    cmb_case_counter(c, "replayed_events", (double)(t->n * passes));
     cmb_case_counter(c, "trace_allocs", (double)t->counts.allocs);
     cmb_case_counter(c, "trace_frees", (double)t->counts.frees);
     cmb_case_counter(c, "trace_streams", (double)t->streams);
@@ -228,7 +260,7 @@ static void trace_counters(cmb_case *c, const loaded_trace *t, uint64_t ooms, do
     if (t->counts.unknown_frees)
         cmb_case_counter(c, "trace_unknown_frees", (double)t->counts.unknown_frees);
     if (seconds > 0)
-        cmb_case_counter(c, "events_per_s", (double)t->n / seconds);
+        cmb_case_counter(c, "events_per_s", (double)(t->n * passes) / seconds);
 }
 
 static cmb_status replay_run_case(cmb_case *c)
@@ -240,9 +272,10 @@ static cmb_status replay_run_case(cmb_case *c)
     if (cache.folded_streams)
         cmb_case_note(c, "more than %d streams: extra streams share handles", MAX_STREAMS);
     replay_run run = {&cache, calloc(cache.slots ? cache.slots : 1, sizeof(void *)), 0,
-                      cmb_param_bool(c, "sync")};
+                      cmb_param_bool(c, "sync"), cmb_param_u64(c, "passes")};
     if (!run.ptr)
         return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
+    cmb_case_set_op_timing(c, cmb_param_bool(c, "op_latency"));
 
     double t0 = cmb_now_s();
     st = replay_events(c, &run);
@@ -251,7 +284,7 @@ static cmb_status replay_run_case(cmb_case *c)
     double seconds = cmb_now_s() - t0;
     cmb_case_set_time(c, seconds);
     if (st == CMB_OK)
-        trace_counters(c, &cache, run.ooms, seconds);
+        trace_counters(c, &cache, run.passes, run.ooms, seconds);
 
     if (st == CMB_OK && cmb_param_bool(c, "find_min_capacity")) {
         if (cmb_case_mode(c) != CMB_MODE_SIM) {
@@ -306,6 +339,10 @@ static const cmb_param_spec replay_params[] = {
     {"sync", CMB_P_BOOL, "true", "true", 0, 0, NULL, "honour the trace's stream synchronisations"},
     {"find_min_capacity", CMB_P_BOOL, "true", "true", 0, 0, NULL,
      "sim: also find the smallest device the trace fits in (2 MiB steps)"},
+    {"passes", CMB_P_INT, "1", "1", 1, 1e9, NULL,
+     "replay the trace this many times, freeing what each pass left live (training steps repeat)"},
+    {"op_latency", CMB_P_BOOL, "true", "true", 0, 0, NULL,
+     "read the clock around every operation; false for throughput runs (no latency counters)"},
 };
 
 const cmb_scenario cmb_scenario_replay = {

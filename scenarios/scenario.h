@@ -103,6 +103,10 @@ cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s);
  * be freed with cmb_free_raw before run() returns. */
 cmb_status cmb_alloc_raw(cmb_case *c, size_t size, cmb_stream s, void **ptr);
 cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s);
+/* Per-operation clock reads on (default) or off: off for throughput runs,
+ * where two clock reads per operation would be most of the cost; the
+ * latency counters are then left out. */
+void cmb_case_set_op_timing(cmb_case *c, int on);
 /* Size of a live block (0 when unknown). */
 size_t cmb_block_size(const cmb_case *c, void *ptr);
 cmb_status cmb_case_trim(cmb_case *c);

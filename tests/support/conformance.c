@@ -34,29 +34,53 @@ static size_t parse_options(const char *text, cmb_option *opt, char *buf, size_t
     return n;
 }
 
-void cmb_test_open(const char *allocator, const char *options, uint64_t capacity, const cmb_fault_spec *fault,
-                   cmb_upstream **up, const cmb_allocator_methods **m, void **state)
+static void open_with(const cmb_allocator_methods *methods, const char *name, const char *defaults,
+                      const char *options, uint64_t capacity, const cmb_fault_spec *fault, cmb_upstream **up,
+                      void **state)
 {
     static cmb_option opt[64];
     static char buf[1024];
     char err[256] = "";
     cmb_upstream_config ucfg;
-    const cmb_allocator_entry *e = cmb_allocator_find(allocator);
-    if (!e)
-        fail_msg("unknown allocator %s", allocator);
     cmb_upstream_config_default(&ucfg);
     ucfg.sim_capacity = capacity ? capacity : (8ull << 30);
     if (fault)
         ucfg.fault = *fault;
     assert_int_equal(cmb_upstream_open(&ucfg, up, err, sizeof err), CMB_OK);
     /* entry defaults first, then the test's own options */
-    size_t n = parse_options(e->default_options, opt, buf, sizeof buf / 2);
+    size_t n = parse_options(defaults, opt, buf, sizeof buf / 2);
     n += parse_options(options, opt + n, buf + sizeof buf / 2, sizeof buf / 2);
     cmb_config cfg = {.options = opt, .n_options = n, .sim = 1, .error = err, .error_len = sizeof err};
-    cmb_status st = e->methods->create(&cfg, *up, state);
+    cmb_status st = methods->create(&cfg, *up, state);
     if (st != CMB_OK)
-        fail_msg("creating %s: %s", allocator, err);
+        fail_msg("creating %s: %s", name, err);
+}
+
+void cmb_test_open(const char *allocator, const char *options, uint64_t capacity, const cmb_fault_spec *fault,
+                   cmb_upstream **up, const cmb_allocator_methods **m, void **state)
+{
+    const cmb_allocator_entry *e = cmb_allocator_find(allocator);
+    if (!e)
+        fail_msg("unknown allocator %s", allocator);
+    open_with(e->methods, allocator, e->default_options, options, capacity, fault, up, state);
     *m = e->methods;
+}
+
+void cmb_test_open_methods(const cmb_allocator_methods *methods, const char *options, uint64_t capacity,
+                           const cmb_fault_spec *fault, cmb_upstream **up, void **state)
+{
+    open_with(methods, methods->name, NULL, options, capacity, fault, up, state);
+}
+
+static void open_world(const cmb_conformance *c, const cmb_fault_spec *fault, cmb_upstream **up,
+                       const cmb_allocator_methods **m, void **state)
+{
+    if (c->methods) {
+        cmb_test_open_methods(c->methods, c->options, c->capacity, fault, up, state);
+        *m = c->methods;
+    } else {
+        cmb_test_open(c->allocator, c->options, c->capacity, fault, up, m, state);
+    }
 }
 
 /* --- live blocks, ordered by address for overlap checks ---------------------------- */
@@ -223,7 +247,7 @@ void cmb_conformance_random(const cmb_conformance *c)
     world w;
     memset(&w, 0, sizeof w);
     cmb_rb_init(&w.by_addr);
-    cmb_test_open(c->allocator, c->options, c->capacity, NULL, &w.up, &w.m, &w.state);
+    open_world(c, NULL, &w.up, &w.m, &w.state);
     run_traffic(&w, c, c->ops ? c->ops : 200000, 0, 1);
     /* a full drain and trim must leave the stats consistent too */
     finish(&w, 1);
@@ -241,7 +265,7 @@ void cmb_conformance_faults(const cmb_conformance *c)
         world w;
         memset(&w, 0, sizeof w);
         cmb_rb_init(&w.by_addr);
-        cmb_test_open(c->allocator, c->options, c->capacity, &f, &w.up, &w.m, &w.state);
+        open_world(c, &f, &w.up, &w.m, &w.state);
         uint64_t ops = c->ops ? c->ops / 4 : 50000;
         run_traffic(&w, c, ops, 1, 64);
         /* a policy that calls its upstream rarely (BFC's doubling regions)

@@ -21,6 +21,9 @@
 
 typedef struct cmb_conformance {
     const char *allocator; /* registry name, e.g. "bfc"          */
+    const cmb_allocator_methods *methods; /* or a table of its own
+                              (a loaded plug-in); then `allocator`
+                              only names it in messages          */
     const char *options;   /* "k=v:k=v" or NULL                  */
     uint64_t capacity;     /* sim device bytes (default 8 GiB)   */
     uint64_t ops;          /* random steps (default 200000)      */
@@ -32,6 +35,9 @@ typedef struct cmb_conformance {
 /* Opens the sim upstream and creates the allocator; asserts on failure. */
 void cmb_test_open(const char *allocator, const char *options, uint64_t capacity, const cmb_fault_spec *fault,
                    cmb_upstream **up, const cmb_allocator_methods **m, void **state);
+/* The same for a method table that is not in the registry (a plug-in). */
+void cmb_test_open_methods(const cmb_allocator_methods *methods, const char *options, uint64_t capacity,
+                           const cmb_fault_spec *fault, cmb_upstream **up, void **state);
 
 void cmb_conformance_random(const cmb_conformance *c);
 void cmb_conformance_faults(const cmb_conformance *c);

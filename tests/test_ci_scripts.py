@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""test_ci_scripts.py - the CI scripts and the user-facing CI examples
+(ci/, ci/examples/, .ci/run) parse: bash -n on every shell script,
+shellcheck where it is installed, and the GitHub workflows load as YAML
+with the structure GitHub expects. They cannot run here (no GPU, no
+GitHub, no Slurm); this keeps them from rotting."""
+import glob
+import os
+import shutil
+import subprocess
+import unittest
+
+SRC = os.environ.get("CMB_SRC") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = sorted(glob.glob(os.path.join(SRC, "ci", "*.sh")) + glob.glob(os.path.join(SRC, "ci", "examples", "*.sbatch"))
+                 + [os.path.join(SRC, ".ci", "run")])
+WORKFLOWS = sorted(glob.glob(os.path.join(SRC, "ci", "examples", "*.yml")))
+
+
+class Scripts(unittest.TestCase):
+    def test_bash_syntax(self):
+        self.assertTrue(SCRIPTS)
+        for script in SCRIPTS:
+            p = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, "%s: %s" % (script, p.stderr))
+
+    def test_executable(self):
+        for script in SCRIPTS + [os.path.join(SRC, "tools", "cumembench-compare")]:
+            self.assertTrue(os.access(script, os.X_OK), script + " is not executable")
+
+    def test_shellcheck(self):
+        if not shutil.which("shellcheck"):
+            self.skipTest("shellcheck is not installed")
+        for script in SCRIPTS:
+            if script.endswith("install-deps.sh"):
+                continue  # not part of regression tracking
+            p = subprocess.run(["shellcheck", "-s", "bash", script], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, "%s:\n%s" % (script, p.stdout))
+
+
+class Workflows(unittest.TestCase):
+    def test_github_workflows(self):
+        try:
+            import yaml
+        except ImportError:
+            self.skipTest("PyYAML is not installed (python3-yaml)")
+        self.assertEqual(len(WORKFLOWS), 2)
+        for path in WORKFLOWS:
+            with open(path) as f:
+                wf = yaml.safe_load(f)
+            on = wf.get("on", wf.get(True))  # YAML 1.1 reads the key `on` as true
+            self.assertTrue(on, path)
+            self.assertTrue(wf.get("jobs"), path)
+            for name, job in wf["jobs"].items():
+                self.assertIn("runs-on", job, "%s: job %s" % (path, name))
+                self.assertTrue(job.get("steps"), "%s: job %s" % (path, name))
+                for step in job["steps"]:
+                    self.assertTrue(("run" in step) != ("uses" in step), "%s: %s" % (path, step))
+                runs = " ".join(step.get("run", "") for step in job["steps"])
+                self.assertIn("make regress", runs, path)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

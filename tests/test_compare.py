@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""test_compare.py - cumembench-compare on the fixture pairs of
+tests/fixtures/regress (make-fixtures.py there says how each was made):
+identical, slower by 1.5x, a larger peak, a missing case, a different GPU,
+corrupted JSON; plus the filters, the slug and the exit statuses."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SRC = os.environ.get("CMB_SRC") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(SRC, "tools", "cumembench-compare")
+FIX = os.path.join(SRC, "tests", "fixtures", "regress")
+
+
+def compare(baseline, current, *args):
+    """Runs the tool; returns (exit status, stdout, stderr, JSON summary or None)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = os.path.join(tmp, "summary.json")
+        p = subprocess.run([TOOL, os.path.join(FIX, baseline), os.path.join(FIX, current), "--json", summary]
+                           + list(args), capture_output=True, text=True, timeout=120)
+        data = None
+        if os.path.exists(summary):
+            with open(summary) as f:
+                data = json.load(f)
+        return p.returncode, p.stdout, p.stderr, data
+
+
+def case(data, dist):
+    return next(c for c in data["cases"] if "dist:%s/" % dist in c["name"])
+
+
+def metric(entry, name, part="memory"):
+    return next(m for m in entry[part] if m["metric"] == name)
+
+
+class FixturePairs(unittest.TestCase):
+    def test_identical(self):
+        rc, out, err, data = compare("base", "identical")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(data["summary"]["unchanged"], 2)
+        self.assertEqual(data["summary"]["regressed"], 0)
+        self.assertEqual(data["exit_status"], 0)
+        self.assertEqual(data["mode"], "sim")
+        self.assertTrue(data["environment"]["same"])
+        self.assertTrue(data["settings"]["host_time"])
+        # sim: exact
+        self.assertEqual(data["settings"]["tolerance"], 0)
+        self.assertEqual(metric(case(data, "uniform"), "peak_reserved_bytes")["tolerance"], 0)
+        t = metric(case(data, "uniform"), "real_time", "time")
+        self.assertEqual(t["verdict"], "unchanged")
+        self.assertEqual(t["repetitions"], [9, 9])
+        self.assertIn("host-side bookkeeping", out)
+        self.assertIn("result: ok (exit 0)", out)
+
+    def test_slower_by_known_factor(self):
+        rc, out, err, data = compare("base", "slower")
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(data["summary"]["regressed"], 2)
+        for dist in ("uniform", "bimodal"):
+            c = case(data, dist)
+            self.assertEqual(c["verdict"], "regressed")
+            t = metric(c, "real_time", "time")
+            self.assertEqual(t["verdict"], "regressed")
+            self.assertAlmostEqual(t["relative_change"], 0.5, places=9)
+            self.assertLess(t["p_value"], 0.001)   # 9 vs 9, no overlap
+            # Holm over the 10 time tests (2 cases x 5 metrics)
+            self.assertAlmostEqual(t["p_adjusted"], 10 * t["p_value"], places=12)
+            self.assertTrue(t["optimal_repetitions"])
+            self.assertTrue(all(m["verdict"] == "unchanged" for m in c["memory"]))
+        self.assertIn("real_time (host)", out)
+        self.assertIn("+50.00%", out)
+
+    def test_slower_only_warns_with_time_warn(self):
+        rc, out, err, data = compare("base", "slower", "--time", "warn")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(data["summary"]["time_warnings"], 2)
+        self.assertIn("warning: time: real_time regressed", out)
+
+    def test_slower_not_compared_with_time_off(self):
+        rc, out, err, data = compare("base", "slower", "--time", "off")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(case(data, "uniform")["time"], [])
+
+    def test_slower_without_correction(self):
+        rc, out, err, data = compare("base", "slower", "--correction", "none")
+        self.assertEqual(rc, 1, out + err)
+        t = metric(case(data, "uniform"), "real_time", "time")
+        self.assertEqual(t["p_adjusted"], t["p_value"])
+
+    def test_slower_below_threshold(self):
+        # +50% is significant, but not when only +60% counts
+        rc, out, err, data = compare("base", "slower", "--time-threshold", "0.6")
+        self.assertEqual(rc, 0, out + err)
+
+    def test_larger_peak(self):
+        rc, out, err, data = compare("base", "larger_peak")
+        self.assertEqual(rc, 1, out + err)
+        c = case(data, "uniform")
+        self.assertEqual(c["verdict"], "regressed")
+        regressed = {m["metric"] for m in c["memory"] if m["verdict"] == "regressed"}
+        self.assertEqual(regressed, {"peak_reserved_bytes", "frag_ratio"})
+        m = metric(c, "peak_reserved_bytes")
+        self.assertEqual(m["change"], 64 << 20)
+        self.assertEqual(case(data, "bimodal")["verdict"], "unchanged")
+        self.assertEqual(data["regressed"], [c["name"]])
+        self.assertIn("peak_reserved_bytes", out)
+        self.assertIn("+64.00 MiB", out)
+
+    def test_larger_peak_within_a_stated_tolerance(self):
+        # 64 MiB on ~60 GiB is 0.1%: inside a 1% tolerance, and frag_ratio moves 0.001
+        rc, out, err, data = compare("base", "larger_peak", "--tolerance", "0.01", "--ratio-tolerance", "0.01")
+        self.assertEqual(rc, 0, out + err)
+
+    def test_missing_case(self):
+        rc, out, err, data = compare("base", "missing")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(data["summary"]["missing"], 1)
+        self.assertEqual(case(data, "bimodal")["verdict"], "missing")
+        self.assertIn("MISSING", out)
+        rc, out, err, data = compare("base", "missing", "--fail-on-missing")
+        self.assertEqual(rc, 1, out + err)
+
+    def test_new_case(self):
+        rc, out, err, data = compare("missing", "base")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(data["summary"]["new"], 1)
+        self.assertEqual(case(data, "bimodal")["verdict"], "new")
+
+    def test_different_gpu_is_flagged(self):
+        rc, out, err, data = compare("different_gpu/base", "different_gpu/current")
+        self.assertEqual(rc, 0, out + err)
+        env = data["environment"]
+        self.assertFalse(env["same"])
+        self.assertTrue(env["cross_gpu"])
+        self.assertTrue(env["cross_driver"])
+        self.assertTrue(env["cross_cuda"])
+        keys = {d["key"] for d in env["differences"]}
+        self.assertTrue({"gpu_name", "driver_version", "cuda_runtime"} <= keys)
+        self.assertIn("CROSS-ENVIRONMENT COMPARISON", out)
+        self.assertEqual(data["mode"], "gpu")
+        self.assertEqual(data["baseline"]["slug"], "nvidia-h100-80gb-hbm3")
+        self.assertEqual(data["current"]["slug"], "nvidia-h200")
+        # +1 MiB of peak is inside the GPU tolerance (2% and at least 2 MiB)
+        m = metric(case(data, "uniform"), "peak_reserved_bytes")
+        self.assertEqual(m["change"], 1 << 20)
+        self.assertEqual(m["verdict"], "unchanged")
+        self.assertEqual(m["tolerance"], max(0.02 * m["baseline"], 2 << 20))
+
+    def test_different_gpu_refused_when_required_same(self):
+        rc, out, err, data = compare("different_gpu/base", "different_gpu/current", "--require-same-env")
+        self.assertEqual(rc, 2)
+        self.assertIn("GPU differs", err)
+
+    def test_gpu_tolerance_can_be_tightened(self):
+        rc, out, err, data = compare("different_gpu/base", "different_gpu/current", "--tolerance", "0",
+                                     "--bytes-slack", "0")
+        self.assertEqual(rc, 1, out + err)
+        m = metric(case(data, "uniform"), "peak_reserved_bytes")
+        self.assertEqual(m["verdict"], "regressed")
+
+    def test_corrupted_json(self):
+        rc, out, err, data = compare("base", "corrupted")
+        self.assertEqual(rc, 2)
+        self.assertIsNone(data)
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("corrupted/results.json: corrupted JSON", lines[0])
+        self.assertIn("truncated", lines[0])
+
+
+class FailedCases(unittest.TestCase):
+    """A case recorded as failed (error_occurred, as the library records it)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        with open(os.path.join(FIX, "base", "results.json")) as f:
+            data = json.load(f)
+        ok = [b for b in data["benchmarks"] if "dist:uniform/" not in b["name"]]
+        name = next(b["name"] for b in data["benchmarks"] if "dist:uniform/" in b["name"])
+        data["benchmarks"] = ok + [{"name": name, "run_name": name, "run_type": "iteration", "error_occurred": True,
+                                    "error_message": "case crashed (signal 11)", "iterations": 0}]
+        self.failed = os.path.join(self.tmp.name, "failed")
+        os.makedirs(self.failed)
+        with open(os.path.join(self.failed, "results.json"), "w") as f:
+            json.dump(data, f)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_case_that_now_fails_regresses(self):
+        rc, out, err, data = compare("base", self.failed)
+        self.assertEqual(rc, 1, out + err)
+        c = case(data, "uniform")
+        self.assertEqual(c["verdict"], "regressed")
+        self.assertEqual(c["status"], {"baseline": "ok", "current": "failed"})
+        self.assertEqual(data["summary"]["failed_current"], 1)
+        self.assertIn("case crashed (signal 11)", out)
+
+    def test_case_that_now_succeeds_improves(self):
+        rc, out, err, data = compare(self.failed, "base")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(case(data, "uniform")["verdict"], "improved")
+
+
+class UnusableInput(unittest.TestCase):
+    def test_missing_directory(self):
+        rc, out, err, _ = compare("base", "no-such-run")
+        self.assertEqual(rc, 2)
+        self.assertIn("no such file", err)
+
+    def test_sim_against_gpu(self):
+        rc, out, err, _ = compare("base", "different_gpu/current")
+        self.assertEqual(rc, 2)
+        self.assertIn("cannot compare a sim run", err)
+
+    def test_not_benchmark_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in (("empty.json", ""), ("object.json", "{}"), ("list.json", "[1, 2]"),
+                               ("none.json", '{"benchmarks": []}')):
+                path = os.path.join(tmp, name)
+                with open(path, "w") as f:
+                    f.write(text)
+                p = subprocess.run([TOOL, os.path.join(FIX, "base"), path], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 2, name)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_bad_usage(self):
+        p = subprocess.run([TOOL, os.path.join(FIX, "base")], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+
+
+class Features(unittest.TestCase):
+    def test_filters_pair_differently_named_cases(self):
+        # as compare.py benchmarksfiltered: uniform in the baseline meets bimodal in the current run
+        rc, out, err, data = compare("base", "base", "--filter-baseline", "dist:uniform",
+                                     "--filter-current", "dist:bimodal")
+        self.assertEqual(data["summary"]["cases"], 1, out + err)
+        self.assertIn("[dist:uniform vs. dist:bimodal]", data["cases"][0]["name"])
+        self.assertEqual(data["cases"][0]["verdict"], "regressed")  # the bimodal peak is not the uniform one
+
+    def test_print_slug(self):
+        for run, slug in (("base", "sim"), ("different_gpu/current", "nvidia-h200"),
+                          ("different_gpu/base", "nvidia-h100-80gb-hbm3")):
+            p = subprocess.run([TOOL, "--print-slug", os.path.join(FIX, run)], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout.strip(), slug)
+
+    def test_json_to_stdout(self):
+        p = subprocess.run([TOOL, os.path.join(FIX, "base"), os.path.join(FIX, "larger_peak"), "--json", "-"],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1)
+        data = json.loads(p.stdout)
+        self.assertEqual(data["summary"]["regressed"], 1)
+        self.assertIn("REGRESSED", p.stderr)
+
+    def test_compare_py_table(self):
+        p = subprocess.run([TOOL, os.path.join(FIX, "base"), os.path.join(FIX, "slower"), "--show-compare-py"],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("compare.py", p.stdout)
+        self.assertIn("_pvalue", p.stdout)
+        self.assertIn("+0.5000", p.stdout)
+
+    def test_run_directory_or_file(self):
+        p = subprocess.run([TOOL, os.path.join(FIX, "base", "results.json"), os.path.join(FIX, "identical")],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
