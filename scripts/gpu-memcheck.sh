@@ -5,9 +5,10 @@
 #
 #   scripts/gpu-memcheck.sh BUILD_DIR OUT_DIR [cumembench options...]
 #
-# OUT_DIR receives run/ (the results), memcheck.PID.log (one per process)
-# and memcheck-summary.txt: processes checked, errors found (with the
-# first lines of each report), and how the cases ended. Extra options go to
+# OUT_DIR receives run/ (the results), memcheck.PID.log (compute-sanitizer's
+# report over the whole process tree) and memcheck-summary.txt: case
+# processes followed, errors found (with the first lines of each report),
+# and how the cases ended. Extra options go to
 # cumembench (e.g. --scenario churn,replay or --allocator cuda). With
 # CMB_MEMCHECK_SECONDS=N the run is interrupted after N seconds and keeps
 # the cases it finished. Exit status 0 when memcheck found no error, 1 when
@@ -62,10 +63,11 @@ summary="$out/memcheck-summary.txt"
     "$sanitizer" --version | tail -1
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
     echo "wall time: $wall s; cumembench exit status $rc"
-    procs=$(cat "$out"/memcheck.*.log 2>/dev/null | grep -c 'ERROR SUMMARY')
+    # one report covers the whole process tree; each case is a process
+    procs=$(awk -F, 'NR > 1 && $10 != "skipped" { print $4 }' "$out/run/results.csv" 2>/dev/null | sort -u | wc -l)
     errors=$(cat "$out"/memcheck.*.log 2>/dev/null | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' |
         awk '{ s += $1 } END { print s + 0 }')
-    echo "processes checked: $procs; errors: $errors"
+    echo "case processes followed: $procs (and the environment probe); errors: $errors"
     if [ -f "$out/run/results.csv" ]; then
         echo "cases: $(cut -d, -f4,10 "$out/run/results.csv" | tail -n +2 | sort -u | cut -d, -f2 | sort | uniq -c |
             awk '{ printf "%s %s, ", $1, $2 }' | sed 's/, $//') (status rows per case and repetition)"
@@ -81,4 +83,4 @@ summary="$out/memcheck-summary.txt"
     done
 } >"$summary" 2>&1
 cat "$summary"
-[ "$(sed -n 's/^processes checked: .*; errors: //p' "$summary")" = 0 ]
+[ "$(sed -n 's/^case processes followed: .*; errors: //p' "$summary")" = 0 ]

@@ -180,14 +180,15 @@ def soak(d, min_ops, heap_slack, summary, problems):
         c["heap"].append(m["host_heap_bytes"])
         if int(rep) > 0:
             c["growth"] += m["host_heap_growth_bytes"]
-    fmt = "{:<44} {:>4} {:>12} {:>9} {:>12} {:>22}"
+    fmt = "{:<48} {:>4} {:>12} {:>9} {:>12} {:>22}"
     lines = [fmt.format("case", "reps", "operations", "seconds", "heap (B)", "heap growth after rep 0")]
     for case, c in sorted(per_case.items()):
         if c["growth"] > heap_slack:
             problems.append(f"{d}: {case}: the host heap grew by {c['growth']:.0f} bytes over repetitions 1..")
-        short = "/".join(case.split("/")[:4])
+        parts = case.split("/")
+        short = "/".join(parts[:2] + [p for p in parts[2:] if p.startswith("dist:")])
         heap = f"{c['heap'][-1]:.0f}" if c["heap"] else "?"
-        lines.append(fmt.format(short[:44], c["reps"], int(c["ops"]), f"{c['secs']:.1f}", heap,
+        lines.append(fmt.format(short[:48], c["reps"], int(c["ops"]), f"{c['secs']:.1f}", heap,
                                 f"{c['growth']:.0f}"))
     lines.append(f"total operations: {int(ops)} in {len(per_case)} cases")
     if ops < min_ops:
