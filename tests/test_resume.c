@@ -18,15 +18,21 @@
 static const char *SMALL = "--param n=300 --param max_size=2MiB --param dist=uniform --param checkerboard=true "
                            "--param fill=0.5 --capacity 1GiB";
 
-/* results_check.py once DIR [--cases N] */
-static void check_once(const char *dir, int cases)
+/* results_check.py once DIR [--cases N] [--killed] */
+static void check_once_as(const char *dir, int cases, int killed)
 {
     char cmd[4096], out[1 << 16];
-    int n = snprintf(cmd, sizeof cmd, "python3 %s/tests/support/results_check.py once %s", cmb_test_src(), dir);
+    int n = snprintf(cmd, sizeof cmd, "python3 %s/tests/support/results_check.py once %s%s", cmb_test_src(), dir,
+                     killed ? " --killed" : "");
     if (cases >= 0)
         snprintf(cmd + n, sizeof cmd - (size_t)n, " --cases %d", cases);
     if (cmb_test_sh(cmd, out, sizeof out))
         fail_msg("%s: %s", dir, out);
+}
+
+static void check_once(const char *dir, int cases)
+{
+    check_once_as(dir, cases, 0);
 }
 
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -88,7 +94,7 @@ static void a_killed_run_resumes(void **state)
         if (!strstr(sh_out, "exit=137"))
             fail_msg("kill: %s", sh_out);
         sh("sleep 0.3; python3 -c \"import json; json.load(open('%s/results.json'))\"", dir);
-        check_once(dir, -1);
+        check_once_as(dir, -1, 1);
         if (sh("'%s' --resume %s --quiet", bin, dir))
             fail_msg("resume after kill at %s s: %s", delays[k], sh_out);
         check_once(dir, n_allocators * 12); /* every allocator (some skipped in sim) x 12 parameter sets */

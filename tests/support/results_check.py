@@ -2,9 +2,11 @@
 """Checks of run directories (results.csv, results.json) for the reliability
 tests. Standard library only.
 
-  results_check.py once DIR [--cases N]
+  results_check.py once DIR [--cases N] [--killed]
       both files are valid; every case is in each exactly once (one set of
-      repetitions, at most one status row); with --cases, N cases in all.
+      repetitions, at most one status row); with --cases, N cases in all;
+      with --killed, the JSON may hold one case more than the CSV, the last
+      (the run was killed between that case's two writes).
   results_check.py faults [--summary FILE] [--retry NAME,...] DIR...
       fault-injection runs: every case ran (no failed case: each failure was
       a clean OOM), nothing leaked, no upstream misuse, no overlapping,
@@ -55,7 +57,7 @@ def metrics_by_rep(rows):
     return out
 
 
-def check_once(d, n_cases, problems):
+def check_once(d, n_cases, problems, killed=False):
     doc, rows = load(d)
     seen = collections.Counter()
     status_rows = collections.Counter()
@@ -81,6 +83,8 @@ def check_once(d, n_cases, problems):
             problems.append(f"{d}: JSON entry {k} appears {n} times")
     ran = {r["case"] for r in rows if r["status"] != "skipped"}
     in_json = {b["run_name"] for b in doc["benchmarks"]}
+    if killed and doc["benchmarks"] and in_json - ran == {doc["benchmarks"][-1]["run_name"]}:
+        in_json = ran  # killed between the case's JSON and CSV writes: --resume removes it
     if ran != in_json:
         problems.append(f"{d}: cases in the CSV but not the JSON: {sorted(ran - in_json)[:3]}; "
                         f"in the JSON but not the CSV: {sorted(in_json - ran)[:3]}")
@@ -294,6 +298,8 @@ def main():
     p = sub.add_parser("once")
     p.add_argument("dir")
     p.add_argument("--cases", type=int)
+    p.add_argument("--killed", action="store_true",
+                   help="the run was killed: the JSON may hold one more case, the last, than the CSV")
     p = sub.add_parser("faults")
     p.add_argument("dirs", nargs="+")
     p.add_argument("--retry", default="")
@@ -313,7 +319,7 @@ def main():
     a = ap.parse_args()
     problems = []
     if a.cmd == "once":
-        n = check_once(a.dir, a.cases, problems)
+        n = check_once(a.dir, a.cases, problems, a.killed)
         print(f"{n} cases, each once")
     elif a.cmd == "isolation":
         isolation(a.sticky, a.orphan, problems)
