@@ -1,7 +1,9 @@
 # cumembench - the front door. Everything real happens in CMake and the
 # cumembench binary; these targets set up, build and run.
 #
-#   make bench   [PRESET=quick|full] [ARGS="--scenario churn ..."] [OUT=dir]
+#   make bench   [PRESET=quick|full] [ARGS="--scenario churn ..."] [OUT=dir] [GPUS=all|"0 1"]
+#   make report  [RUNS="dir ..."] [REPORT=out.html]
+#   make report-gpus                 every committed results/<gpu-slug>/ run side by side
 #   make test
 #   make baseline [MODE=sim|gpu]       the suite -> results/<gpu-slug>/baseline/
 #   make regress  [MODE=sim|gpu] [BASELINE=dir] [CURRENT=dir] [COMPARE_ARGS="..."]
@@ -19,23 +21,47 @@ BASELINE   ?=
 CURRENT    ?=
 SUMMARY    ?=
 COMPARE_ARGS ?=
+GPUS       ?=
+RUNS       ?=
+REPORT     ?=
+PYTHON     ?= /usr/bin/python3
+DEPS_FLAGS ?=
+
+# make report: the newest run under results/runs/, else the committed ones
+NEWEST_RUN     = $(shell ls -td results/runs/*/ 2>/dev/null | while read d; do [ -f "$$d/results.csv" ] && echo "$${d%/}" && break; done)
+COMMITTED_RUNS = $(shell find results -name results.csv -not -path 'results/runs/*' 2>/dev/null | sort | xargs -r -n1 dirname)
 
 CMAKE_FLAGS = -DCMAKE_CUDA_COMPILER=$(NVCC) $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)")
 
-.PHONY: all deps build bench test baseline regress clean
+.PHONY: all deps build bench report report-gpus test baseline regress clean
 
 all: build
 
 deps:
-	@ci/install-deps.sh
+	@ci/install-deps.sh $(DEPS_FLAGS)
 
 build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
+# The suite (on every listed GPU with GPUS=), then its report; the exit
+# status is the suite's.
 bench: build
-	$(BUILD)/cumembench --preset $(PRESET) $(if $(OUT),--out $(OUT)) $(ARGS)
+	@GPUS="$(GPUS)" OUT="$(OUT)" REPORT="$(REPORT)" PYTHON="$(PYTHON)" ci/bench.sh $(BUILD) --preset $(PRESET) $(ARGS)
 
+report:
+	@runs="$(or $(RUNS),$(NEWEST_RUN),$(COMMITTED_RUNS))"; \
+	if [ -z "$$runs" ]; then echo "make report: no results yet: run make bench, or give RUNS=\"dir ...\"" >&2; exit 2; fi; \
+	set -- $$runs; out="$(REPORT)"; \
+	if [ -z "$$out" ] && [ $$# -gt 1 ]; then out=results/runs/report-$$(date +%Y%m%d-%H%M%S).html; fi; \
+	$(PYTHON) plots/report.py $${out:+-o "$$out"} $$runs
+
+report-gpus:
+	@[ -n "$(COMMITTED_RUNS)" ] || { echo "make report-gpus: no committed results under results/<gpu-slug>/" >&2; exit 2; }
+	@$(MAKE) --no-print-directory report RUNS="$(COMMITTED_RUNS)" REPORT="$(or $(REPORT),results/runs/report-gpus.html)"
+
+# The tests also need chromium (the report is checked in a headless browser).
+test: DEPS_FLAGS = --test
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 

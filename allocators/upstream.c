@@ -463,6 +463,14 @@ out_free:
     return st;
 }
 
+uint64_t cmb_upstream_set_cap(cmb_upstream *u, uint64_t cap_bytes)
+{
+    upstream_impl *im = impl_of(u);
+    uint64_t old = im->cfg.fault.cap_bytes;
+    im->cfg.fault.cap_bytes = cap_bytes;
+    return old;
+}
+
 int64_t cmb_upstream_close(cmb_upstream *u)
 {
     if (!u)

@@ -58,6 +58,12 @@ uint64_t cmb_upstream_device_peak(const cmb_upstream *u);
  * that were still held (a leak by the user of the upstream). */
 int64_t cmb_upstream_close(cmb_upstream *u);
 
+/* Changes the capacity cap (fault.cap_bytes; 0 = none) of an open upstream
+ * and returns the previous one. The contention scenario models another
+ * process taking device memory this way on the sim upstream: the policy
+ * then sees fewer bytes available, its own statistics untouched. */
+uint64_t cmb_upstream_set_cap(cmb_upstream *u, uint64_t cap_bytes);
+
 /* Validation failures (free of an unknown pointer, double map, ...) are
  * counted; a correct policy keeps this at zero. */
 uint64_t cmb_upstream_misuse_count(const cmb_upstream *u);

@@ -15,9 +15,9 @@ COMPARE=$root/tools/cumembench-compare
 
 # The committed sim baseline: small and fast (seconds in sim); the lead
 # regenerates it whenever policies or scenarios change on purpose.
-SIM_ARGS="--mode sim --scenario all --allocator all --preset quick --seed 42 --repetitions 3"
+SIM_ARGS="--mode sim --scenario all --allocator all --preset quick --seed 42 --repetitions 3 --timeline off"
 # A GPU baseline: 9 repetitions, what compare.py's U test wants.
-GPU_ARGS="--mode gpu --scenario all --allocator all --preset quick --seed 42 --repetitions 9"
+GPU_ARGS="--mode gpu --scenario all --allocator all --preset quick --seed 42 --repetitions 9 --timeline off"
 
 case "$MODE" in
 sim) default_args=$SIM_ARGS ;;
@@ -50,7 +50,7 @@ printf '%s\n' "${args[@]}" >"$tmp/args" # what make regress runs again
 rm -f "$tmp/run.log" "$tmp/run.args"    # case output and --resume's record: not part of the baseline
 # The sim baseline is committed and regenerated often: the JSON is all the
 # comparison reads. A GPU baseline keeps the CSV for the cross-GPU report.
-if [ "$MODE" = sim ]; then rm -f "$tmp/results.csv"; fi
+if [ "$MODE" = sim ]; then rm -rf "$tmp/results.csv" "$tmp/timelines"; fi
 
 mkdir -p "$RESULTS/$slug"
 rm -rf "$dest.old"

@@ -2,6 +2,10 @@
 # Installs what cumembench needs from Debian's packages (as root), or says
 # exactly what to install. The CUDA toolkit (nvcc, cudart, cuBLAS, CCCL) is
 # expected at /usr/local/cuda or on PATH; it does not come from Debian.
+#
+#   ci/install-deps.sh          what building, benchmarking and reports need
+#   ci/install-deps.sh --test   and what the tests need too (chromium renders
+#                               the HTML report headless)
 set -euo pipefail
 
 # The clang Debian installs as "clang" (14 on Debian 12), for its runtime package.
@@ -14,6 +18,12 @@ clang_major() {
 
 packages=(cmake make g++ pkg-config git libbenchmark-dev libbenchmark-tools libcmocka-dev
           gnuplot-nox python3-matplotlib python3-scipy)
+test_packages=(chromium)
+case "${1:-}" in
+--test) packages+=("${test_packages[@]}") ;;
+"") ;;
+*) echo "usage: ci/install-deps.sh [--test]" >&2; exit 2 ;;
+esac
 [ -n "${CMB_EXTRA_PACKAGES:-}" ] && packages+=(${CMB_EXTRA_PACKAGES})
 # CMB_TEST_DEPS=1: what the reliability checks of .ci/run add: clang and its
 # runtime (libFuzzer, sanitizers) for tests/fuzz/run.sh

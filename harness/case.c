@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -21,14 +22,16 @@
 #include "../common/cmb_units.h"
 #include "../allocators/upstream.h"
 #include "clock.h"
+#include "holder.h"
 #include "metered.h"
 #include "metrics.h"
 #include "verify.h"
+#include "timeline.h"
 #include "wire.h"
 #include "../traces/trace.h"
 
 #define CMB_MAX_STREAMS 16
-#define CMB_MAX_CASE_COUNTERS 48
+#define CMB_MAX_CASE_COUNTERS 80
 #define LATENCY_SAMPLES (1u << 22)
 
 typedef struct case_counter {
@@ -59,6 +62,8 @@ struct cmb_case {
     cmb_status fail_status;
     char fail_msg[480];
     int keep_live;
+    cmb_timeline *timeline; /* first repetition only, when the case records one */
+    int timeline_done;
 
     /* trace recording (first repetition only) */
     cmb_trace_writer *recorder;
@@ -69,6 +74,11 @@ struct cmb_case {
     cmb_stream streams[CMB_MAX_STREAMS];
     int poisoned;
     char poison_msg[480];
+
+    /* memory held outside the allocator (cmb_case_hold_device_memory) */
+    cmb_holder holder;
+    int holding;            /* 1: a holder process; 2: a sim cap          */
+    uint64_t saved_cap;
 };
 
 /* --- names ---------------------------------------------------------------------- */
@@ -412,6 +422,66 @@ out_restore:
     return st;
 }
 
+/* --- device memory held outside the allocator ------------------------------------------- */
+
+static int sim_upstream(const cmb_case *c)
+{
+    return c->up && c->up_kind == CMB_UPSTREAM_SIM;
+}
+
+uint64_t cmb_case_device_free(cmb_case *c)
+{
+    size_t f = 0, t = 0;
+    if (sim_upstream(c))
+        return cmb_up_mem_info(c->up, &f, &t) == CMB_OK ? f : 0;
+    if (c->spec->mode == CMB_MODE_GPU)
+        return gpu_free_bytes();
+    uint64_t live = cmb_case_live_bytes(c);
+    return c->capacity > live ? c->capacity - live : 0;
+}
+
+cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes)
+{
+    char err[256];
+    if (c->holding)
+        return cmb_case_fail(c, CMB_ERR_STATE, "device memory is already held");
+    if (sim_upstream(c)) {
+        size_t f = 0, t = 0;
+        if (cmb_up_mem_info(c->up, &f, &t) != CMB_OK)
+            return cmb_case_fail(c, CMB_ERR_STATE, "sim upstream: no memory information");
+        if (bytes > f)
+            return CMB_ERR_OOM;
+        c->saved_cap = cmb_upstream_set_cap(c->up, t - bytes);
+        c->holding = 2;
+        return CMB_OK;
+    }
+    if (c->spec->mode != CMB_MODE_GPU)
+        return cmb_case_fail(c, CMB_ERR_UNSUPPORTED, "holding device memory needs a GPU or a sim upstream");
+    int rc = cmb_holder_start(&c->holder, c->spec->device, bytes, 120, err, sizeof err);
+    if (rc == -2)
+        return CMB_ERR_OOM; /* an answer: the device does not have that much */
+    if (rc)
+        return cmb_case_fail(c, CMB_ERR_CUDA, "%s", err);
+    c->holding = 1;
+    return CMB_OK;
+}
+
+void cmb_case_release_device_memory(cmb_case *c)
+{
+    if (c->holding == 2) {
+        cmb_upstream_set_cap(c->up, c->saved_cap);
+    } else if (c->holding == 1) {
+        uint64_t before = gpu_free_bytes(), held = c->holder.bytes;
+        cmb_holder_stop(&c->holder);
+        /* The driver frees the holder's memory as it exits; wait until the
+         * free count shows it (at most 2 s) so the next step sees it. */
+        double t0 = cmb_now_s();
+        while (gpu_free_bytes() + (64u << 20) < before + held && cmb_now_s() - t0 < 2)
+            usleep(1000);
+    }
+    c->holding = 0;
+}
+
 /* --- recording the traffic ------------------------------------------------------------------ */
 
 static int64_t stream_index_of(const cmb_case *c, cmb_stream s)
@@ -458,6 +528,59 @@ static void stop_recording(cmb_case *c)
         cmb_case_fail(c, CMB_ERR_IO, "%s", err);
     free(c->recorder);
     c->recorder = NULL;
+}
+
+cmb_status cmb_case_try_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
+                                        cmb_alloc_stats *stats)
+{
+    int failed_before = c->fail_status != CMB_OK;
+    cmb_status st = cmb_case_with_fresh_allocator(c, capacity, fn, arg, stats);
+    /* fn reports its own out-of-memory answers; an OOM failure recorded here
+     * came from opening the upstream or creating the instance */
+    if (st == CMB_ERR_OOM && !failed_before && c->fail_status == CMB_ERR_OOM) {
+        c->fail_status = CMB_OK;
+        c->fail_msg[0] = '\0';
+    }
+    return st;
+}
+
+/* --- memory timeline (first repetition) --------------------------------------------------- */
+
+static void timeline_start(cmb_case *c)
+{
+    if (!c->spec->timeline_dir || c->timeline_done)
+        return;
+    c->timeline = malloc(sizeof *c->timeline);
+    if (!c->timeline)
+        goto out_fail;
+    if (cmb_timeline_init(c->timeline, c->spec->timeline_points ? c->spec->timeline_points
+                                                               : CMB_TIMELINE_DEFAULT_POINTS))
+        goto out_free;
+    if (cmb_metered_add_observer(&c->mt, cmb_timeline_observe, c->timeline))
+        goto out_free_points;
+    return;
+
+out_free_points:
+    cmb_timeline_free(c->timeline);
+out_free:
+    free(c->timeline);
+    c->timeline = NULL;
+out_fail:
+    cmb_case_note(c, "memory timeline not recorded (no host memory or observer slot)");
+}
+
+static void timeline_finish(cmb_case *c)
+{
+    char err[256];
+    if (!c->timeline)
+        return;
+    cmb_timeline_finish(c->timeline, &c->mt);
+    if (cmb_timeline_write(c->timeline, c->spec->timeline_dir, c->spec->name, 0, err, sizeof err))
+        cmb_case_note(c, "memory timeline not written: %s", err);
+    cmb_timeline_free(c->timeline);
+    free(c->timeline);
+    c->timeline = NULL;
+    c->timeline_done = 1;
 }
 
 /* --- one repetition ------------------------------------------------------------------------ */
@@ -553,8 +676,9 @@ static cmb_status setup_repetition(cmb_case *c)
     if (cmb_verify_wanted(&c->spec->fault))
         cmb_verify_attach(&c->verify, &c->mt, c->up, c);
     c->rep_t0_ns = cmb_now_ns();
-    if (c->spec->record_trace[0] && c->repetition == 0)
-        return start_recording(c);
+    if (c->spec->record_trace[0] && c->repetition == 0 && start_recording(c) != CMB_OK)
+        return c->fail_status;
+    timeline_start(c);
     return CMB_OK;
 }
 
@@ -639,6 +763,7 @@ static void probe_capacity(cmb_case *c)
 static void teardown_repetition(cmb_case *c)
 {
     int64_t leaked = -1;
+    cmb_case_release_device_memory(c);
     stop_recording(c); /* what the harness frees below is not the program's traffic */
     c->repetition++;
     if (c->have_mt && !c->keep_live) {
@@ -732,6 +857,7 @@ static void run_one_repetition(cmb_case *c)
     cmb_status st = c->spec->scenario->run(c);
     double wall = cmb_now_s() - t0;
     cmb_bench_pause(c->bench);
+    timeline_finish(c);
     if (st != CMB_OK && c->fail_status == CMB_OK)
         cmb_case_fail(c, st, "scenario returned %s", cmb_status_str(st));
     if (!c->time_set)

@@ -25,6 +25,8 @@ typedef struct cmb_case_spec {
     int repetitions;
     cmb_fault_spec fault;
     char record_trace[512]; /* write the first repetition's traffic here */
+    const char *timeline_dir;  /* first repetition's memory timeline goes here; NULL: none */
+    unsigned timeline_points;  /* at most this many samples (0: the default) */
     char name[CMB_BENCH_NAME_MAX];
 } cmb_case_spec;
 

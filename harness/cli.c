@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/cmb_units.h"
+#include "timeline.h"
 
 void cmb_cli_usage(FILE *f)
 {
@@ -32,6 +33,9 @@ void cmb_cli_usage(FILE *f)
           "                            inject upstream failures (fault-injection runs)\n"
           "  --record-trace FILE       write the allocation traffic of the one selected case\n"
           "                            (first repetition) as a trace (traces/FORMAT.md)\n"
+          "  --timeline auto|on|off    memory-over-time CSVs in DIR/timelines/ (default auto:\n"
+          "                            the scenarios that ask for one, such as churn and replay)\n"
+          "  --timeline-points N       at most N samples per timeline (default 512)\n"
           "  --quiet                   only errors and the summary\n"
           "  --version, --help\n",
           f);
@@ -138,6 +142,7 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
     cli->case_timeout_s = 900;
     cli->result_fd = -1;
     cli->fault.seed = 1;
+    cli->timeline = -1;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -166,6 +171,28 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
             VALUE("--result-fd");
             if (parse_int_range(v, "--result-fd", 0, 1023, &cli->result_fd, err, errlen))
                 return -1;
+        } else if (matches(a, "--timeline")) {
+            VALUE("--timeline");
+            if (!strcmp(v, "auto"))
+                cli->timeline = -1;
+            else if (!strcmp(v, "on"))
+                cli->timeline = 1;
+            else if (!strcmp(v, "off"))
+                cli->timeline = 0;
+            else {
+                snprintf(err, errlen, "--timeline expects auto, on or off, got '%s'", v);
+                return -1;
+            }
+        } else if (matches(a, "--timeline-points")) {
+            int points;
+            VALUE("--timeline-points");
+            if (parse_int_range(v, "--timeline-points", CMB_TIMELINE_MIN_POINTS, CMB_TIMELINE_MAX_POINTS, &points,
+                                err, errlen))
+                return -1;
+            cli->timeline_points = (unsigned)points;
+        } else if (matches(a, "--timeline-dir")) {
+            VALUE("--timeline-dir");
+            cli->timeline_dir = v;
         } else if (matches(a, "--scenario")) {
             VALUE("--scenario");
             cli->scenarios = v;
@@ -229,6 +256,12 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
             VALUE("--case-timeout");
             if (cmb_parse_double(v, &cli->case_timeout_s) || cli->case_timeout_s <= 0) {
                 snprintf(err, errlen, "--case-timeout expects a positive number of seconds, got '%s'", v);
+                return -1;
+            }
+        } else if (matches(a, "--hold-memory")) {
+            VALUE("--hold-memory");
+            if (cmb_parse_size(v, &cli->hold_memory) || !cli->hold_memory) {
+                snprintf(err, errlen, "--hold-memory expects a size in bytes, got '%s'", v);
                 return -1;
             }
         } else if (matches(a, "--record-trace")) {

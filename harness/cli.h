@@ -32,8 +32,12 @@ typedef struct cmb_cli {
     double case_timeout_s;
     int quiet;
     cmb_fault_spec fault;
+    uint64_t hold_memory;  /* internal: be the contention scenario's holder  */
     const char *record_trace; /* write the traffic of the (single) case */
     const char *resume;    /* continue the run in this directory            */
+    int timeline;              /* -1 auto (scenarios that ask), 0 off, 1 on  */
+    unsigned timeline_points;  /* 0: the default                             */
+    const char *timeline_dir;  /* internal: where a child writes its timeline */
 } cmb_cli;
 
 /* 0 on success; -1 with a one-line message in err. */

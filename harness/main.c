@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "devcheck.h"
 #include "env.h"
+#include "holder.h"
 #include "list.h"
 #include "resume.h"
 #include "runner.h"
@@ -29,6 +30,8 @@ int main(int argc, char **argv)
                CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
         return 0;
     }
+    if (cli.hold_memory)
+        return cmb_holder_main(cli.device, cli.hold_memory);
     if (cli.probe_env)
         return cmb_env_probe_main(cli.device);
     if (cli.probe_mem)

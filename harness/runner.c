@@ -22,6 +22,7 @@
 #include "output.h"
 #include "resume.h"
 #include "spawn.h"
+#include "timeline.h"
 #include "wire.h"
 
 typedef struct planned_case {
@@ -280,6 +281,12 @@ static void child_argv(child_args *a, const char *self, const cmb_case_spec *cs)
         arg(a, "--record-trace");
         arg(a, "%s", cs->record_trace);
     }
+    if (cs->timeline_dir) {
+        arg(a, "--timeline-dir");
+        arg(a, "%s", cs->timeline_dir);
+        arg(a, "--timeline-points");
+        arg(a, "%u", cs->timeline_points);
+    }
     if (cs->fault.fail_nth || cs->fault.fail_every || cs->fault.fail_prob > 0) {
         arg(a, "--fault");
         arg(a, "nth=%llu,every=%llu,prob=%.17g,seed=%llu", (unsigned long long)cs->fault.fail_nth,
@@ -451,6 +458,19 @@ out:
     return rc;
 }
 
+/* Which cases record a memory timeline, and where: DIR/timelines. */
+static void plan_timelines(plan *p, const cmb_cli *cli, const char *dir)
+{
+    static char tl_dir[800];
+    snprintf(tl_dir, sizeof tl_dir, "%s/timelines", dir);
+    for (size_t i = 0; i < p->n; i++) {
+        cmb_case_spec *cs = &p->cases[i].spec;
+        int on = cli->timeline < 0 ? (cs->scenario->flags & CMB_SCN_TIMELINE) != 0 : cli->timeline;
+        cs->timeline_dir = on ? tl_dir : NULL;
+        cs->timeline_points = cli->timeline_points ? cli->timeline_points : CMB_TIMELINE_DEFAULT_POINTS;
+    }
+}
+
 static void default_out_dir(const cmb_env *env, const cmb_cli *cli, char *out, size_t len)
 {
     char stamp[32];
@@ -546,6 +566,7 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         snprintf(dir, sizeof dir, "%s", cli->out);
     else
         default_out_dir(&env, cli, dir, sizeof dir);
+    plan_timelines(&p, cli, dir);
     {
         char seed[32];
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)cli->seed);
@@ -669,6 +690,8 @@ int cmb_run_child(const cmb_cli *cli)
     cs->fault = cli->fault;
     if (cli->record_trace)
         snprintf(cs->record_trace, sizeof cs->record_trace, "%s", cli->record_trace);
+    cs->timeline_dir = cli->timeline_dir;
+    cs->timeline_points = cli->timeline_points;
     cmb_case_spec_make_name(cs);
     rc = cmb_case_run_child(cs, cli->result_fd >= 0 ? cli->result_fd : 1);
 out:

@@ -250,7 +250,7 @@ const cmb_scenario cmb_scenario_churn = {
                 "live, and can it still serve one large block after many mixed sizes came and went?",
     .params = churn_params,
     .n_params = sizeof churn_params / sizeof churn_params[0],
-    .flags = 0,
+    .flags = CMB_SCN_TIMELINE,
     .quick_grids = NULL,
     .full_grids = churn_full_grids,
     .check = churn_check,

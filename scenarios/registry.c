@@ -5,6 +5,13 @@
 
 extern const cmb_scenario cmb_scenario_churn;
 extern const cmb_scenario cmb_scenario_replay;
+extern const cmb_scenario cmb_scenario_stream_async;
+extern const cmb_scenario cmb_scenario_shared_mem;
+extern const cmb_scenario cmb_scenario_gemm_chunked;
+extern const cmb_scenario cmb_scenario_batch_sweep;
+extern const cmb_scenario cmb_scenario_leak_check;
+extern const cmb_scenario cmb_scenario_pinned;
+extern const cmb_scenario cmb_scenario_contention;
 extern const cmb_scenario cmb_scenario_fastpath;
 /* test-only scenarios, found by name alone (scenarios/planted.c) */
 const cmb_scenario *_cmb_scenario_hidden(const char *name);
@@ -12,6 +19,13 @@ const cmb_scenario *_cmb_scenario_hidden(const char *name);
 static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_churn,
     &cmb_scenario_replay,
+    &cmb_scenario_stream_async,
+    &cmb_scenario_shared_mem,
+    &cmb_scenario_gemm_chunked,
+    &cmb_scenario_batch_sweep,
+    &cmb_scenario_leak_check,
+    &cmb_scenario_pinned,
+    &cmb_scenario_contention,
     &cmb_scenario_fastpath,
 };
 

@@ -55,7 +55,10 @@ enum {
     CMB_SCN_MICRO = 1u << 1,       /* a micro-benchmark: the library chooses the
                                       iteration count; run() drives the loop with
                                       cmb_case_keep_running                       */
-    CMB_SCN_NO_PROBE = 1u << 2     /* skip the capacity probe after run()         */
+    CMB_SCN_NO_PROBE = 1u << 2,    /* skip the capacity probe after run()         */
+    CMB_SCN_TIMELINE = 1u << 3     /* record a memory timeline by default (the
+                                      first repetition's requested / reserved
+                                      bytes over time, harness/timeline.h)        */
 };
 
 typedef struct cmb_scenario {
@@ -129,6 +132,13 @@ typedef cmb_status (*cmb_fresh_fn)(cmb_case *c, void *arg);
 cmb_status cmb_case_with_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
                                          cmb_alloc_stats *stats);
 
+/* cmb_case_with_fresh_allocator, except that an instance that cannot be
+ * set up in `capacity` for lack of memory (a pool that reserves up front)
+ * returns CMB_ERR_OOM without failing the case: for sweeps, where that
+ * means "does not fit". */
+cmb_status cmb_case_try_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
+                                        cmb_alloc_stats *stats);
+
 /* Streams: index 0..n-1; created on first use (sim: stand-in handles). */
 cmb_stream cmb_case_stream(cmb_case *c, int index);
 /* Waits for all work on the device (no-op in sim). */
@@ -149,6 +159,22 @@ void cmb_case_keep_live_blocks(cmb_case *c);
 int cmb_case_keep_running(cmb_case *c);
 void cmb_case_pause_timing(cmb_case *c);
 void cmb_case_resume_timing(cmb_case *c);
+
+/* --- device memory outside the allocator (contention, memory caps) ---------------- */
+
+/* Free device memory now, as the allocator's upstream sees it (GPU:
+ * cudaMemGetInfo; sim: the simulated device's free bytes after any cap). */
+uint64_t cmb_case_device_free(cmb_case *c);
+
+/* Another process takes `bytes` of device memory until released. GPU: a
+ * child process of this binary cudaMallocs them (harness/holder.h; its own
+ * CUDA context takes some memory too); sim: the upstream's capacity shrinks
+ * by `bytes` (only policies over an upstream run in sim mode, and they see
+ * exactly that). CMB_ERR_OOM, without failing the case, when the device
+ * does not have the bytes free. One hold at a time; the harness releases a
+ * hold the scenario left at the end of run(). */
+cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes);
+void cmb_case_release_device_memory(cmb_case *c);
 
 /* --- the registry ---------------------------------------------------------------------- */
 

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""report.py - turns cumembench result directories into one self-contained
+HTML report (matplotlib figures embedded) and gnuplot quick-look plots.
+
+    plots/report.py RUN_DIR [RUN_DIR ...] [-o report.html] [--plots DIR]
+
+One directory: a report of that run. Several (one per GPU, driver or CUDA
+version): the same, plus the runs side by side with ratios against the
+first. Runs under an interpreter that has matplotlib (Debian's
+python3-matplotlib is for /usr/bin/python3). docs/reports.md says what
+every figure and table shows.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    sys.exit(f"report: {sys.executable} has no matplotlib; run the report with /usr/bin/python3 "
+             "(Debian: apt-get install python3-matplotlib)")
+
+from cmb_report import gnuplot, html  # noqa: E402
+from cmb_report.results import ReportError, load_runs  # noqa: E402
+
+
+def _slug(text):
+    return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-") or "run"
+
+
+def _parse(argv):
+    ap = argparse.ArgumentParser(prog="report.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR", help="result directories (results.csv, results.json)")
+    ap.add_argument("-o", "--out", help="the HTML report (default: RUN_DIR/report.html for one run, "
+                                        "./cumembench-report.html for several)")
+    ap.add_argument("--plots", help="directory for the gnuplot PNG/SVG plots and their data (default: beside "
+                                    "the report, <report name>-plots/)")
+    ap.add_argument("--no-gnuplot", action="store_true", help="only the HTML report")
+    ap.add_argument("-q", "--quiet", action="store_true", help="only errors")
+    return ap.parse_args(argv)
+
+
+def _write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    args = _parse(argv)
+    try:
+        runs = load_runs(args.runs)
+        out = args.out or (os.path.join(runs[0].path, "report.html") if len(runs) == 1 else "cumembench-report.html")
+        out_dir = os.path.dirname(out) or "."
+        os.makedirs(out_dir, exist_ok=True)
+        page, n_images = html.render(runs)
+        _write_atomic(out, page)
+        say = (lambda *a: None) if args.quiet else (lambda *a: print("report:", *a, file=sys.stderr))
+        say(f"wrote {out} ({n_images} figures, {len(runs)} run{'s' if len(runs) > 1 else ''})")
+        if args.no_gnuplot:
+            return 0
+        plots = args.plots or os.path.join(out_dir, os.path.splitext(os.path.basename(out))[0] + "-plots")
+        for run in runs:
+            run_dir = plots if len(runs) == 1 else os.path.join(plots, _slug(run.label))
+            images, left_out = gnuplot.render(run, run_dir)
+            say(f"{run.label}: {len(images)} gnuplot files in {run_dir}")
+            for why in left_out:
+                say(f"{run.label}: no {why}")
+    except ReportError as e:
+        print(f"report: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"report: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

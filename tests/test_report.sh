@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# test_report.sh - the report (plots/report.py, plots/*.gp) on the committed
+# fixture results (tests/fixtures/reports: two GPUs, a failed case, a failed
+# repetition, a skipped case, a scenario not run on one GPU) and on a real
+# sim run of the binary. One part per CTest:
+#
+#   test_report.sh fixtures   HTML and gnuplot outputs, failures shown as such
+#   test_report.sh browser    the page in headless Chromium: loads without
+#                             errors, every image decodes (exit 77 = skipped
+#                             when Chromium is missing outside CI)
+#   test_report.sh columns    plot scripts and report.py stop with a clear
+#                             error on input that lacks a column
+#   test_report.sh real       timelines from a sim run of the binary, and its report
+#   test_report.sh committed  every committed results/<gpu-slug>/ run, side by side
+#
+# Environment: CMB_SRC (source tree), CMB_BIN (cumembench), CMB_PYTHON
+# (default /usr/bin/python3), CMB_REPORT_KEEP=DIR keeps the outputs and the
+# screenshot there.
+set -euo pipefail
+
+src=${CMB_SRC:?CMB_SRC must name the source tree}
+py=${CMB_PYTHON:-/usr/bin/python3}
+fixtures=$src/tests/fixtures/reports
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+report() { # OUT.html RUN...
+    local out=$1
+    shift
+    "$py" "$src/plots/report.py" -q -o "$out" "$@" || fail "report.py exited with $? on $*"
+}
+
+keep() {
+    if [ -n "${CMB_REPORT_KEEP:-}" ]; then
+        mkdir -p "$CMB_REPORT_KEEP"
+        cp -r "$@" "$CMB_REPORT_KEEP"/
+    fi
+}
+
+# --- fixtures -------------------------------------------------------------------------
+
+check_html() { # the page's content, read with Python's own HTML parser
+    "$py" - "$1" <<'EOF'
+import html.parser, re, sys
+
+class Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.rows, self.row, self.cell, self.section, self.imgs, self.text = [], None, None, "", [], []
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "h2" and a.get("id"):
+            self.section = a["id"]
+        if tag == "img":
+            self.imgs.append(a.get("src", ""))
+        if tag == "tr":
+            self.row = []
+        if tag == "td" and self.row is not None:
+            self.cell = [a.get("class") or "", ""]
+    def handle_endtag(self, tag):
+        if tag == "td" and self.cell is not None and self.row is not None:
+            self.row.append((self.cell[0], self.cell[1].strip()))
+            self.cell = None
+        if tag == "tr" and self.row is not None:
+            self.rows.append((self.section, self.row))
+            self.row = None
+    def handle_data(self, data):
+        self.text.append(data)
+        if self.cell is not None:
+            self.cell[1] += data
+
+p = Page()
+p.feed(open(sys.argv[1], encoding="utf-8").read())
+text = " ".join(p.text)
+errors = []
+def need(cond, what):
+    if not cond:
+        errors.append(what)
+
+need(len(p.imgs) >= 15, f"expected at least 15 figures, found {len(p.imgs)}")
+for i, src in enumerate(p.imgs):
+    need(src.startswith("data:image/png;base64,") and len(src) > 2000, f"image {i} is not an embedded PNG")
+for word in ("fixture-gpu-a", "fixture-gpu-b", "synthetic test fixtures", "Metric definitions", "frag_ratio",
+             "1 - peak_requested / peak_reserved", "memory over time", "Across GPUs", "Environment"):
+    need(word in text, f"the page does not mention '{word}'")
+
+def rows(section, *must):
+    return [r for s, r in p.rows if s == section and all(any(m == c[1] for c in r) for m in must)]
+
+# the crashed case: FAILED with its reason, in the side-by-side tables and the failure list, never a number
+cmp = rows("compare", "max_size=64MiB", "bfc")
+need(cmp, "no side-by-side row for churn max_size=64MiB bfc")
+for r in cmp:
+    need(r[2][1] == "FAILED" and r[2][0] == "failed", f"churn bfc 64MiB on gpu-a shows {r[2]} instead of FAILED")
+    need(r[-1][1] == "-", f"the ratio of a failed case shows {r[-1][1]}")
+need(any("signal 11" in c[1] for _, r in p.rows for c in r), "the crash reason is not shown")
+# the case missing on gpu-b: 'not run'
+bs = rows("summary", "rmm-pool")
+need(any(c[1] == "not run" for r in bs for c in r), "batch-sweep rmm-pool on gpu-b is not shown as not run")
+need(any(c[1] == "not run" for r in rows("compare", "rmm-pool") for c in r), "no 'not run' cell for rmm-pool")
+# the scenario not run on gpu-b
+need("Only fixture-gpu-a ran gemm-chunked" in text, "gemm-chunked is not marked as not run on gpu-b")
+need("Not run on fixture-gpu-b" in text, "the gemm-chunked section does not say it was not run on gpu-b")
+# skipped and partial
+need(any(c[0].startswith("skipped") and c[1] == "skipped" for _, r in p.rows for c in r), "no skipped cell")
+need(any("partial" in c[0] for _, r in p.rows for c in r), "the failed repetition is not marked partial")
+# ratios against the first GPU
+need(re.search(r"\b0\.\d\dx\b", text), "no ratio column values")
+if errors:
+    print("\n".join("FAIL: " + e for e in errors))
+    sys.exit(1)
+EOF
+}
+
+check_plots() { # DIR FILE...: each a non-empty PNG or a well-formed SVG
+    local dir=$1
+    shift
+    for f in "$@"; do
+        for ext in png svg; do
+            [ -s "$dir/$f.$ext" ] || fail "missing or empty gnuplot output $dir/$f.$ext"
+        done
+        head -c 8 "$dir/$f.png" | grep -q PNG || fail "$dir/$f.png is not a PNG"
+        "$py" -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$dir/$f.svg" ||
+            fail "$dir/$f.svg is not well-formed SVG"
+    done
+}
+
+part_fixtures() {
+    report "$tmp/report.html" "$fixtures/gpu-a" "$fixtures/gpu-b"
+    [ -s "$tmp/report.html" ] || fail "no report.html"
+    check_html "$tmp/report.html" || fail "report.html content (above)"
+    local plots=$tmp/report-plots
+    check_plots "$plots/fixture-gpu-a" latency frag_churn frag_batch-sweep frag_gemm-chunked batch_batch-sweep \
+        gemm_gemm-chunked timeline_churn_1 timeline_churn_2
+    check_plots "$plots/fixture-gpu-b" latency frag_churn batch_batch-sweep timeline_churn_1 timeline_churn_2
+    [ ! -e "$plots/fixture-gpu-b/gemm_gemm-chunked.png" ] || fail "a gemm plot for gpu-b, which did not run it"
+    # the failed case is absent from the plot data, or present with its status: never a 0
+    grep -q ',bfc,failed,,,' "$plots/fixture-gpu-a/data/frag_churn.csv" ||
+        fail "frag data does not mark churn bfc 64MiB as failed"
+    keep "$tmp/report.html" "$plots"
+    echo "report on fixtures: ok"
+}
+
+# --- browser -------------------------------------------------------------------------------
+
+chromium_bin() {
+    for c in "${CMB_CHROMIUM:-}" chromium chromium-browser google-chrome; do
+        [ -n "$c" ] && command -v "$c" && return 0
+    done
+    return 1
+}
+
+part_browser() {
+    local chrome
+    if ! chrome=$(chromium_bin); then
+        [ -n "${CI:-}" ] && fail "chromium is not installed (make test installs it: ci/install-deps.sh --test)"
+        echo "SKIP: chromium is not installed (Debian: apt-get install chromium)"
+        exit 77
+    fi
+    report "$tmp/report.html" "$fixtures/gpu-a" "$fixtures/gpu-b"
+    local flags=(--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update
+        --disable-sync --no-first-run --disable-default-apps --disable-extensions --hide-scrollbars
+        --enable-logging=stderr --v=0 --user-data-dir="$tmp/profile" --virtual-time-budget=15000)
+    timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$tmp/report.html" >"$tmp/dom.html" 2>"$tmp/chrome.log" ||
+        fail "chromium --dump-dom failed: $(tail -3 "$tmp/chrome.log")"
+    local body
+    body=$(grep -o '<body[^>]*>' "$tmp/dom.html" | head -1)
+    [[ $body =~ data-images=\"([0-9]+)/([0-9]+)\" ]] || fail "the page did not finish loading: $body"
+    local ok=${BASH_REMATCH[1]} total=${BASH_REMATCH[2]}
+    [ "$total" -gt 0 ] && [ "$ok" = "$total" ] || fail "only $ok of $total images decoded in the browser"
+    [[ $body != *data-errors* ]] || fail "load errors in the page: $body"
+    if grep -E 'CONSOLE.*(Uncaught|Error)' "$tmp/chrome.log"; then
+        fail "JavaScript errors in the page (above)"
+    fi
+    timeout 120 "$chrome" "${flags[@]}" --window-size=1300,6000 --screenshot="$tmp/screenshot.png" \
+        "file://$tmp/report.html" >/dev/null 2>>"$tmp/chrome.log" || fail "chromium --screenshot failed"
+    [ "$(stat -c %s "$tmp/screenshot.png")" -gt 50000 ] || fail "the screenshot is (nearly) empty"
+    head -c 8 "$tmp/screenshot.png" | grep -q PNG || fail "the screenshot is not a PNG"
+    keep "$tmp/screenshot.png"
+    echo "report in headless Chromium: $ok/$total images, no errors"
+}
+
+# --- missing columns -------------------------------------------------------------------------
+
+part_columns() {
+    local gp
+    printf 'series,unrelated\nx,1\n' >"$tmp/bad.csv"
+    for gp in "$src"/plots/*.gp; do
+        [ "$(basename "$gp")" = common.gp ] && continue
+        if gnuplot -c "$gp" "$tmp/bad.csv" "$tmp/out.png" 2>"$tmp/err"; then
+            fail "$(basename "$gp") accepted a CSV without its columns"
+        fi
+        grep -q "has no column" "$tmp/err" || fail "$(basename "$gp") failed without naming the column: $(cat "$tmp/err")"
+    done
+    if gnuplot -c "$src/plots/timeline.gp" "$tmp/absent.csv" "$tmp/out.png" 2>"$tmp/err"; then
+        fail "timeline.gp accepted a missing file"
+    fi
+    grep -q "missing or has no header" "$tmp/err" || fail "no clear error for a missing file: $(cat "$tmp/err")"
+    # report.py: a results.csv without the status column
+    mkdir -p "$tmp/run"
+    sed '1s/,status,/,state,/' "$fixtures/gpu-a/results.csv" >"$tmp/run/results.csv"
+    if "$py" "$src/plots/report.py" -q -o "$tmp/r.html" "$tmp/run" 2>"$tmp/err"; then
+        fail "report.py accepted a results.csv without a status column"
+    fi
+    grep -q "missing column(s) status" "$tmp/err" || fail "report.py did not name the missing column: $(cat "$tmp/err")"
+    if "$py" "$src/plots/report.py" -q -o "$tmp/r.html" "$tmp/nowhere" 2>"$tmp/err"; then
+        fail "report.py accepted a directory without results"
+    fi
+    grep -q "no results.csv" "$tmp/err" || fail "report.py: unclear error for a missing run: $(cat "$tmp/err")"
+    echo "missing columns and files: clear errors"
+}
+
+# --- a real run ----------------------------------------------------------------------------------
+
+part_real() {
+    local bin=${CMB_BIN:?CMB_BIN must name the cumembench binary}
+    "$bin" --mode sim --scenario churn --repetitions 2 --param n=2000 --out "$tmp/run" -q ||
+        fail "cumembench sim run failed"
+    local n
+    n=$(find "$tmp/run/timelines" -name '*.csv' | wc -l)
+    [ "$n" -ge 1 ] || fail "the churn run wrote no timelines"
+    for f in "$tmp"/run/timelines/*.csv; do
+        grep -q '^op,time_s,kind,requested_bytes,allocated_bytes,reserved_bytes,' "$f" || fail "$f: no header"
+        local rows
+        rows=$(grep -c '^[0-9]' "$f")
+        [ "$rows" -ge 10 ] && [ "$rows" -le $((512 + 3)) ] || fail "$f: $rows points, expected 10..515"
+        grep -q ',end,' "$f" || fail "$f: no end point"
+    done
+    "$bin" --mode sim --scenario churn --repetitions 1 --param n=500 --timeline off --out "$tmp/off" -q ||
+        fail "cumembench --timeline off failed"
+    [ ! -e "$tmp/off/timelines" ] || fail "--timeline off still wrote timelines"
+    "$bin" --timeline sometimes --mode sim 2>"$tmp/err" && fail "--timeline accepted a bad value"
+    grep -q "expects auto, on or off" "$tmp/err" || fail "unclear --timeline error: $(cat "$tmp/err")"
+    report "$tmp/run/report.html" "$tmp/run"
+    grep -q "memory over time" "$tmp/run/report.html" || fail "the report of a real run has no timeline"
+    check_plots "$tmp/run/report-plots" frag_churn timeline_churn_1
+    echo "real sim run: $n timelines, report ok"
+}
+
+# --- the committed GPU results ---------------------------------------------------------------------
+
+part_committed() {
+    local runs=()
+    while IFS= read -r f; do
+        runs+=("$(dirname "$f")")
+    done < <(find "$src/results" -name results.csv -not -path "$src/results/runs/*" 2>/dev/null | sort)
+    if [ ${#runs[@]} -eq 0 ]; then
+        echo "SKIP: no committed results under results/"
+        exit 77
+    fi
+    report "$tmp/report.html" "${runs[@]}"
+    local n
+    n=$(grep -o '<img ' "$tmp/report.html" | wc -l)
+    [ "$n" -ge 4 ] || fail "the committed results gave only $n figures"
+    grep -q "Metric definitions" "$tmp/report.html" || fail "no definitions in the committed results' report"
+    keep "$tmp/report.html"
+    echo "committed results (${#runs[@]} runs): $n figures"
+}
+
+case "${1:-}" in
+fixtures) part_fixtures ;;
+committed) part_committed ;;
+browser) part_browser ;;
+columns) part_columns ;;
+real) part_real ;;
+*)
+    echo "usage: $0 fixtures|browser|columns|real|committed" >&2
+    exit 2
+    ;;
+esac

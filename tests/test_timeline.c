@@ -1,0 +1,176 @@
+/* test_timeline.c - the memory timeline: bounded sample count at an even
+ * step, exact peaks and end point, the CSV it writes, file names. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness/metered.h"
+#include "harness/timeline.h"
+#include "support/conformance.h"
+
+typedef struct fixture {
+    cmb_upstream *up;
+    const cmb_allocator_methods *m;
+    void *state;
+    cmb_metered mt;
+    cmb_timeline tl;
+} fixture;
+
+static void open_fixture(fixture *f, size_t max_points)
+{
+    memset(f, 0, sizeof *f);
+    cmb_test_open("cuda", NULL, 1ull << 30, NULL, &f->up, &f->m, &f->state);
+    assert_int_equal(cmb_metered_init(&f->mt, f->m, f->state, f->up, 1024, 1), CMB_OK);
+    assert_int_equal(cmb_timeline_init(&f->tl, max_points), 0);
+    assert_int_equal(cmb_metered_add_observer(&f->mt, cmb_timeline_observe, &f->tl), 0);
+}
+
+static void close_fixture(fixture *f)
+{
+    cmb_metered_free_all(&f->mt, NULL);
+    cmb_metered_free(&f->mt);
+    cmb_timeline_free(&f->tl);
+    f->m->destroy(f->state);
+    cmb_upstream_close(f->up);
+}
+
+/* A ramp up to `top` live blocks of `size`, then all freed: the peak of
+ * requested bytes is at op `top`. */
+static void ramp(fixture *f, int top, size_t size)
+{
+    void **p = calloc((size_t)top, sizeof *p);
+    assert_non_null(p);
+    for (int i = 0; i < top; i++)
+        assert_int_equal(cmb_metered_alloc(&f->mt, size, NULL, &p[i]), CMB_OK);
+    for (int i = 0; i < top; i++)
+        assert_int_equal(cmb_metered_dealloc(&f->mt, p[i], NULL), CMB_OK);
+    free(p);
+}
+
+static void samples_stay_bounded_at_an_even_step(void **state)
+{
+    (void)state;
+    fixture f;
+    open_fixture(&f, 32);
+    for (int round = 0; round < 40; round++)
+        ramp(&f, 250, 4096);
+    assert_int_equal(f.tl.ops, 40 * 500);
+    assert_true(f.tl.n >= 16 && f.tl.n <= 32);
+    assert_true((f.tl.every & (f.tl.every - 1)) == 0); /* a power of two */
+    for (size_t i = 0; i < f.tl.n; i++) {
+        assert_int_equal(f.tl.samples[i].op % f.tl.every, 0);
+        if (i)
+            assert_int_equal(f.tl.samples[i].op - f.tl.samples[i - 1].op, f.tl.every);
+    }
+    close_fixture(&f);
+}
+
+static void peaks_and_end_are_exact(void **state)
+{
+    (void)state;
+    fixture f;
+    open_fixture(&f, 16);
+    ramp(&f, 100, 1000);
+    ramp(&f, 777, 1000); /* the peak: 777 blocks live after op 200 + 777 */
+    ramp(&f, 300, 1000);
+    void *keep;
+    assert_int_equal(cmb_metered_alloc(&f.mt, 5000, NULL, &keep), CMB_OK);
+    cmb_timeline_finish(&f.tl, &f.mt);
+
+    cmb_timeline_point pts[32];
+    size_t n = cmb_timeline_points(&f.tl, pts, 32);
+    assert_true(n <= 16 + 3);
+    int saw_req = 0, saw_res = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            assert_true(pts[i].op >= pts[i - 1].op);
+        if (pts[i].kind == CMB_TL_PEAK_REQUESTED) {
+            saw_req = 1;
+            assert_int_equal(pts[i].op, 200 + 777);
+            assert_int_equal(pts[i].requested, 777 * 1000);
+            assert_int_equal(pts[i].requested, f.mt.requested.peak);
+        }
+        if (pts[i].kind == CMB_TL_PEAK_RESERVED) {
+            saw_res = 1;
+            assert_int_equal(pts[i].reserved, f.up->stats.held_peak);
+        }
+    }
+    assert_true(saw_req && saw_res);
+    assert_int_equal(pts[n - 1].kind, CMB_TL_END);
+    assert_int_equal(pts[n - 1].requested, 5000);
+    assert_int_equal(pts[n - 1].op, f.tl.ops);
+    close_fixture(&f);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char *buf = calloc(1, 1 << 20);
+    assert_non_null(buf);
+    size_t got = fread(buf, 1, (1 << 20) - 1, fp);
+    buf[got] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+static void writes_a_self_describing_csv(void **state)
+{
+    (void)state;
+    fixture f;
+    char dir[] = "/tmp/cmb-timeline-XXXXXX", sub[64], name[256], path[512], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/timelines", dir);
+    open_fixture(&f, 64);
+    ramp(&f, 50, 300);
+    cmb_timeline_finish(&f.tl, &f.mt);
+    const char *case_name = "churn/cuda/n:10/max_size:1MiB";
+    assert_int_equal(cmb_timeline_write(&f.tl, sub, case_name, 0, err, sizeof err), 0);
+    cmb_timeline_file_name(case_name, name, sizeof name);
+    assert_string_equal(name, "churn_cuda_n_10_max_size_1MiB");
+    snprintf(path, sizeof path, "%s/%s.csv", sub, name);
+    char *text = slurp(path);
+    assert_non_null(strstr(text, "# case: churn/cuda/n:10/max_size:1MiB\n"));
+    assert_non_null(strstr(text, "\nop,time_s,kind,requested_bytes,allocated_bytes,reserved_bytes,"
+                                 "largest_free_bytes,device_used_bytes\n"));
+    /* sim: no device reading, so the last field is empty, never 0 */
+    assert_non_null(strstr(text, ",end,0,0,0,0,\n"));
+    assert_null(strstr(text, ".tmp"));
+    free(text);
+    unlink(path);
+    rmdir(sub);
+    rmdir(dir);
+    close_fixture(&f);
+}
+
+static void long_names_are_cut_with_a_hash(void **state)
+{
+    (void)state;
+    char longname[600], a[256], b[256];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    cmb_timeline_file_name(longname, a, sizeof a);
+    longname[500] = 'y';
+    cmb_timeline_file_name(longname, b, sizeof b);
+    assert_true(strlen(a) <= 200);
+    assert_int_equal(strlen(a), strlen(b));
+    assert_string_not_equal(a, b); /* the hash tells them apart */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(samples_stay_bounded_at_an_even_step),
+        cmocka_unit_test(peaks_and_end_are_exact),
+        cmocka_unit_test(writes_a_self_describing_csv),
+        cmocka_unit_test(long_names_are_cut_with_a_hash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

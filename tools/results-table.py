@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Markdown tables from a cumembench run, for the README: one row per case,
+the median over the repetitions of each requested metric with its spread
+(min-max), and the environment line naming GPU, driver and CUDA.
+
+usage: results-table.py RUN_DIR --scenario S [--metric M[:unit] ...]
+                        [--where k=v ...] [--columns param,...] [--allocators a,b]
+units: ns us ms s GiB MiB x (ratio) raw; time_s is the case time.
+"""
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+SCALE = {"ns": (1e9, "ns"), "us": (1e6, "us"), "ms": (1e3, "ms"), "s": (1, "s"),
+         "GiB": (1 / 2**30, "GiB"), "MiB": (1 / 2**20, "MiB"), "x": (1, ""), "raw": (1, "")}
+
+
+def load(run):
+    path = run if run.endswith(".json") else run + "/results.json"
+    with open(path) as f:
+        return json.load(f)
+
+
+def parse_name(name):
+    parts = name.split("/")
+    params = dict(p.split(":", 1) for p in parts[2:] if ":" in p)
+    return parts[0], parts[1], params
+
+
+def value_of(b, metric):
+    if metric == "time_s":
+        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[b["time_unit"]]
+        return b["real_time"] * unit
+    return b.get(metric)
+
+
+def fmt(vals, unit):
+    if not vals:
+        return "n/a"
+    k, _ = SCALE[unit]
+    med = statistics.median(vals) * k
+    lo, hi = min(vals) * k, max(vals) * k
+    digits = 3 if unit in ("x",) else (2 if med < 100 else 0)
+    if len(vals) == 1 or abs(hi - lo) < 1e-12:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} ({lo:.{digits}f}–{hi:.{digits}f})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run")
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--metric", action="append", default=[])
+    ap.add_argument("--where", action="append", default=[])
+    ap.add_argument("--columns", default="")
+    ap.add_argument("--allocators", default="")
+    a = ap.parse_args()
+    d = load(a.run)
+    ctx = d["context"]
+    where = dict(w.split("=", 1) for w in a.where)
+    cols = [c for c in a.columns.split(",") if c]
+    allow = [x for x in a.allocators.split(",") if x]
+    rows = defaultdict(list)
+    failed = {}
+    order = []
+    for b in d["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        scen, alloc, params = parse_name(b["name"])
+        if scen != a.scenario or any(params.get(k) != v for k, v in where.items()):
+            continue
+        if allow and alloc not in allow:
+            continue
+        key = (alloc,) + tuple(params.get(c, "") for c in cols)
+        if key not in rows and key not in failed:
+            order.append(key)
+        if b.get("error_occurred"):
+            failed[key] = b.get("error_message", "failed")
+            continue
+        rows[key].append(b)
+    if allow:
+        order.sort(key=lambda k: allow.index(k[0]))  # stable: run order within
+    metrics = [m.split(":") if ":" in m else (m, "raw") for m in a.metric]
+    head = ["allocator"] + cols + [f"{m} ({SCALE[u][1]})" if SCALE[u][1] else m for m, u in metrics]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for key in order:
+        if key in failed and not rows.get(key):
+            cells = ["FAILED: " + failed[key][:60]] + [""] * (len(metrics) - 1)
+        else:
+            cells = [fmt([v for v in (value_of(b, m) for b in rows[key]) if v is not None], u) for m, u in metrics]
+        print("| " + " | ".join(list(key) + cells) + " |")
+    reps = max((len(v) for v in rows.values()), default=0)
+    print(f"\n{ctx.get('gpu_name', 'sim')}, driver {ctx.get('driver_version', 'n/a')}, "
+          f"CUDA runtime {ctx.get('cuda_runtime', 'n/a')}, {ctx.get('mode')} mode, median ({'min–max' if reps > 1 else 'one run'}) "
+          f"of {reps} repetitions, seed {ctx.get('seed')}, cumembench {ctx.get('cumembench_revision')}.")
+
+
+if __name__ == "__main__":
+    main()
