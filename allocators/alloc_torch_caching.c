@@ -533,7 +533,8 @@ static cmb_status synchronize_and_free_events(_cmb_tc_state *st)
             break;
         event_done(st, &st->events[i]);
     }
-    memmove(st->events, st->events + i, (st->n_events - i) * sizeof *st->events);
+    if (i && st->n_events > i) /* memmove of a NULL array is undefined even for 0 bytes */
+        memmove(st->events, st->events + i, (st->n_events - i) * sizeof *st->events);
     st->n_events -= i;
     return s;
 }

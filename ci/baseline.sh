@@ -47,7 +47,7 @@ fi
 slug=$("$COMPARE" --print-slug "$tmp")
 dest=$RESULTS/$slug/baseline
 printf '%s\n' "${args[@]}" >"$tmp/args" # what make regress runs again
-rm -f "$tmp/run.log"                    # case output: not part of the baseline
+rm -f "$tmp/run.log" "$tmp/run.args"    # case output and --resume's record: not part of the baseline
 # The sim baseline is committed and regenerated often: the JSON is all the
 # comparison reads. A GPU baseline keeps the CSV for the cross-GPU report.
 if [ "$MODE" = sim ]; then rm -rf "$tmp/results.csv" "$tmp/timelines"; fi

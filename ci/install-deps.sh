@@ -8,6 +8,14 @@
 #                               the HTML report headless)
 set -euo pipefail
 
+# The clang Debian installs as "clang" (14 on Debian 12), for its runtime package.
+clang_major() {
+  local v
+  v=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
+  [ -z "$v" ] && v=$(apt-cache depends clang 2>/dev/null | sed -n 's/.*Depends: clang-\([0-9]*\)$/\1/p' | head -1)
+  echo "${v:-14}"
+}
+
 packages=(cmake make g++ pkg-config git libbenchmark-dev libbenchmark-tools libcmocka-dev
           gnuplot-nox python3-matplotlib python3-scipy)
 test_packages=(chromium)
@@ -17,6 +25,9 @@ case "${1:-}" in
 *) echo "usage: ci/install-deps.sh [--test]" >&2; exit 2 ;;
 esac
 [ -n "${CMB_EXTRA_PACKAGES:-}" ] && packages+=(${CMB_EXTRA_PACKAGES})
+# CMB_TEST_DEPS=1: what the reliability checks of .ci/run add: clang and its
+# runtime (libFuzzer, sanitizers) for tests/fuzz/run.sh
+[ "${CMB_TEST_DEPS:-0}" = 1 ] && packages+=(clang "libclang-rt-$(clang_major)-dev")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -9,13 +9,21 @@
 #include <string.h>
 #include <strings.h>
 
+/* Decimal, or hexadecimal after 0x: never octal, so "010" is ten. */
+static int base_of(const char *s)
+{
+    if (*s == '-' || *s == '+')
+        s++;
+    return s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10;
+}
+
 int cmb_parse_u64(const char *s, uint64_t *out)
 {
     if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
         return -1;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(s, &end, base_of(s));
     if (errno || *end)
         return -1;
     *out = v;
@@ -28,7 +36,7 @@ int cmb_parse_i64(const char *s, int64_t *out)
         return -1;
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 0);
+    long long v = strtoll(s, &end, base_of(s));
     if (errno || *end)
         return -1;
     *out = v;

@@ -120,9 +120,11 @@ private:
     void *ctx_;
 };
 
-std::vector<registered *> &registry()
+/* Owns the registrations for the life of the process (the library keeps
+ * pointers to them); freed at exit, so leak checkers see no loss. */
+std::vector<std::unique_ptr<registered>> &registry()
 {
-    static std::vector<registered *> regs;
+    static std::vector<std::unique_ptr<registered>> regs;
     return regs;
 }
 
@@ -166,7 +168,7 @@ benchmark::BenchmarkReporter::Run to_run(const cmb_bench_run &c)
 extern "C" void cmb_bench_register(const char *name, cmb_bench_fn fn, void *arg, const cmb_bench_options *opt)
 {
     registered *r = new registered{clean(name), fn, arg};
-    registry().push_back(r);
+    registry().emplace_back(r);
     benchmark::internal::Benchmark *b = benchmark::RegisterBenchmark(r->name.c_str(), trampoline, r);
     b->Unit(to_unit(opt->unit));
     if (opt->iterations > 0)
@@ -240,6 +242,7 @@ struct cmb_bench_json {
     benchmark::JSONReporter reporter;
     int fd = -1;
     off_t committed = 0; /* bytes before the closing */
+    bool need_comma = false; /* reopened over entries the reporter never saw */
 };
 
 static const std::string kClosing = "\n  ]\n}\n";
@@ -247,6 +250,11 @@ static const std::string kClosing = "\n  ]\n}\n";
 extern "C" void cmb_bench_add_context(const char *key, const char *value)
 {
     benchmark::AddCustomContext(clean(key), clean(value));
+}
+
+static int open_rw(const char *path)
+{
+    return open(path, O_WRONLY | O_CLOEXEC);
 }
 
 static int write_new_file(const std::string &path, const std::string &text, char *err, size_t errlen)
@@ -287,13 +295,52 @@ extern "C" cmb_bench_json *cmb_bench_json_open(const char *path, const char *arg
         delete j;
         return nullptr;
     }
-    j->fd = open(j->path.c_str(), O_WRONLY | O_CLOEXEC);
+    j->fd = open_rw(j->path.c_str());
     if (j->fd < 0) {
         std::snprintf(err, errlen, "cannot reopen %s", j->path.c_str());
         delete j;
         return nullptr;
     }
     j->committed = (off_t)text.size();
+    return j;
+}
+
+/* A document this writer left: everything before the closing is kept and
+ * later runs are appended in its place, exactly as if the writer had never
+ * stopped. A file that does not end in the closing was not written here. */
+extern "C" cmb_bench_json *cmb_bench_json_reopen(const char *path, const char *argv0, char *err, size_t errlen)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        std::snprintf(err, errlen, "cannot read %s", path);
+        return nullptr;
+    }
+    std::ostringstream all;
+    all << in.rdbuf();
+    std::string text = all.str();
+    static const std::string kOpen = "\"benchmarks\": [";
+    size_t list_at = text.find(kOpen);
+    if (list_at == std::string::npos || text.size() < kClosing.size() ||
+        text.compare(text.size() - kClosing.size(), kClosing.size(), kClosing) != 0) {
+        std::snprintf(err, errlen, "%s is not a results file this suite wrote (no closing bracket)", path);
+        return nullptr;
+    }
+    cmb_bench_json *j = new (std::nothrow) cmb_bench_json();
+    if (!j) {
+        std::snprintf(err, errlen, "host out of memory");
+        return nullptr;
+    }
+    j->path = path;
+    benchmark::BenchmarkReporter::Context::executable_name = argv0;
+    j->committed = (off_t)(text.size() - kClosing.size());
+    size_t last = text.find_last_not_of(" \n", (size_t)j->committed - 1);
+    j->need_comma = last != list_at + kOpen.size() - 1; /* anything after the '[' */
+    j->fd = open_rw(j->path.c_str());
+    if (j->fd < 0) {
+        std::snprintf(err, errlen, "cannot reopen %s", j->path.c_str());
+        delete j;
+        return nullptr;
+    }
     return j;
 }
 
@@ -309,6 +356,10 @@ extern "C" int cmb_bench_json_add(cmb_bench_json *j, const cmb_bench_run *runs, 
     j->reporter.SetOutputStream(&chunk);
     j->reporter.ReportRuns(batch);
     std::string body = chunk.str();
+    if (j->need_comma) {
+        body = ",\n" + body;
+        j->need_comma = false;
+    }
     std::string text = body + kClosing;
     const char *p = text.data();
     size_t left = text.size();

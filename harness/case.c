@@ -25,6 +25,7 @@
 #include "holder.h"
 #include "metered.h"
 #include "metrics.h"
+#include "verify.h"
 #include "timeline.h"
 #include "wire.h"
 #include "../traces/trace.h"
@@ -57,6 +58,7 @@ struct cmb_case {
     case_counter counters[CMB_MAX_CASE_COUNTERS];
     size_t n_counters;
     char notes[256];
+    cmb_verify *verify;     /* fault-injection and soak runs (verify.h) */
     cmb_status fail_status;
     char fail_msg[480];
     int keep_live;
@@ -650,6 +652,7 @@ static uint64_t effective_cap(const cmb_case *c)
 static cmb_status setup_repetition(cmb_case *c)
 {
     uint64_t cap = effective_cap(c);
+    cmb_verify_begin(&c->spec->fault);
     reset_repetition(c);
     if (c->spec->mode == CMB_MODE_GPU) {
         c->free_at_start = gpu_free_bytes();
@@ -670,6 +673,8 @@ static cmb_status setup_repetition(cmb_case *c)
         c->mt.sample_device = gpu_sample_used;
         c->mt.sample_ctx = c;
     }
+    if (cmb_verify_wanted(&c->spec->fault))
+        cmb_verify_attach(&c->verify, &c->mt, c->up, c);
     c->rep_t0_ns = cmb_now_ns();
     if (c->spec->record_trace[0] && c->repetition == 0 && start_recording(c) != CMB_OK)
         return c->fail_status;
@@ -776,6 +781,8 @@ static void teardown_repetition(cmb_case *c)
     }
     if (c->up) {
         put_counter(c, "upstream_misuse", (double)cmb_upstream_misuse_count(c->up));
+        if (c->spec->fault.fail_nth || c->spec->fault.fail_every || c->spec->fault.fail_prob > 0)
+            put_counter(c, "upstream_injected_faults", (double)c->up->stats.injected_faults);
         if (cmb_upstream_misuse_count(c->up))
             cmb_case_note(c, "upstream misuse: %s", cmb_upstream_last_misuse(c->up));
         leaked = cmb_upstream_close(c->up); /* frees what the allocator kept */
@@ -791,10 +798,13 @@ static void teardown_repetition(cmb_case *c)
     }
     if (leaked >= 0)
         put_counter(c, "leaked_bytes", (double)leaked);
+    if (leaked > 0)
+        cmb_case_note(c, "%lld bytes leaked", (long long)leaked);
     if (c->have_mt) {
         cmb_metered_free(&c->mt);
         c->have_mt = 0;
     }
+    cmb_verify_finish(&c->verify, c);
 }
 
 static void report_repetition(cmb_case *c)
@@ -827,7 +837,9 @@ static void check_poison(cmb_case *c)
 static void fail_repetition(cmb_case *c)
 {
     char msg[560];
-    snprintf(msg, sizeof msg, "%s: %s", cmb_status_str(c->fail_status), c->fail_msg);
+    /* the notes (a leak, upstream misuse) would be lost with the counters */
+    snprintf(msg, sizeof msg, "%s: %s%s%s", cmb_status_str(c->fail_status), c->fail_msg,
+             c->notes[0] ? "; note: " : "", c->notes);
     cmb_bench_skip_with_error(c->bench, msg);
 }
 

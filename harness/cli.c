@@ -26,6 +26,8 @@ void cmb_cli_usage(FILE *f)
           "  --repetitions N           repetitions per case (default 3 quick, 5 full)\n"
           "  --device N                CUDA device ordinal (default 0)\n"
           "  --out DIR                 output directory (default results/runs/<gpu>-<time>)\n"
+          "  --resume DIR              continue an interrupted run in DIR with its options,\n"
+          "                            skipping the cases it finished\n"
           "  --case-timeout SECONDS    kill a case that runs longer (default 900)\n"
           "  --fault nth=N,every=K,prob=P,seed=S\n"
           "                            inject upstream failures (fault-injection runs)\n"
@@ -163,6 +165,8 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
             cli->child = 1;
         } else if (!strcmp(a, "--probe-env")) {
             cli->probe_env = 1;
+        } else if (!strcmp(a, "--probe-mem")) {
+            cli->probe_mem = 1;
         } else if (matches(a, "--result-fd")) {
             VALUE("--result-fd");
             if (parse_int_range(v, "--result-fd", 0, 1023, &cli->result_fd, err, errlen))
@@ -267,6 +271,13 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
                 return -1;
             }
             cli->record_trace = v;
+        } else if (matches(a, "--resume")) {
+            VALUE("--resume");
+            if (!*v) {
+                snprintf(err, errlen, "--resume needs the directory of the run to continue");
+                return -1;
+            }
+            cli->resume = v;
         } else if (matches(a, "--fault")) {
             VALUE("--fault");
             if (parse_fault(v, &cli->fault, err, errlen))

@@ -16,6 +16,7 @@ typedef struct cmb_cli {
     int list, help, version;
     int child;             /* internal: run exactly one case                 */
     int probe_env;         /* internal: print the GPU environment            */
+    int probe_mem;         /* internal: print the device's memory use        */
     int result_fd;         /* internal: where a child writes its results     */
     const char *scenarios; /* comma list or "all"                            */
     const char *allocators;/* comma list or "all"                            */
@@ -33,6 +34,7 @@ typedef struct cmb_cli {
     cmb_fault_spec fault;
     uint64_t hold_memory;  /* internal: be the contention scenario's holder  */
     const char *record_trace; /* write the traffic of the (single) case */
+    const char *resume;    /* continue the run in this directory            */
     int timeline;              /* -1 auto (scenarios that ask), 0 off, 1 on  */
     unsigned timeline_points;  /* 0: the default                             */
     const char *timeline_dir;  /* internal: where a child writes its timeline */

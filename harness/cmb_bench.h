@@ -96,6 +96,9 @@ typedef struct cmb_bench_json cmb_bench_json;
 
 /* Opens the writer; nothing is written until the first add (or close). */
 cmb_bench_json *cmb_bench_json_open(const char *path, const char *argv0, char *err, size_t errlen);
+/* Reopens a file written by json_open/json_add (a resumed run): later
+ * runs are appended after its entries. NULL with a reason in err. */
+cmb_bench_json *cmb_bench_json_reopen(const char *path, const char *argv0, char *err, size_t errlen);
 /* Appends runs and rewrites the file atomically. 0 on success. */
 int cmb_bench_json_add(cmb_bench_json *j, const cmb_bench_run *runs, size_t n, char *err, size_t errlen);
 /* Writes the file (even with no runs) and frees the writer. 0 on success. */

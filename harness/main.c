@@ -5,15 +5,18 @@
 
 #include "build_info.h"
 #include "cli.h"
+#include "devcheck.h"
 #include "env.h"
 #include "holder.h"
 #include "list.h"
+#include "resume.h"
 #include "runner.h"
 
 int main(int argc, char **argv)
 {
     cmb_cli cli;
     char err[512];
+    cmb_resume_remember_args(argc, argv);
     if (cmb_cli_parse(argc, argv, &cli, err, sizeof err)) {
         fprintf(stderr, "cumembench: %s (see cumembench --help)\n", err);
         return 2;
@@ -31,11 +34,20 @@ int main(int argc, char **argv)
         return cmb_holder_main(cli.device, cli.hold_memory);
     if (cli.probe_env)
         return cmb_env_probe_main(cli.device);
+    if (cli.probe_mem)
+        return cmb_devcheck_probe_main(cli.device);
     if (cli.list) {
         cmb_list(stdout);
         return 0;
     }
     if (cli.child)
         return cmb_run_child(&cli);
-    return cmb_run(&cli, argv[0]);
+    if (cli.resume && cmb_resume_prepare(argc, argv, &cli, err, sizeof err)) {
+        fprintf(stderr, "cumembench: %s\n", err);
+        cmb_resume_release();
+        return 2;
+    }
+    int rc = cmb_run(&cli, argv[0]);
+    cmb_resume_release();
+    return rc;
 }

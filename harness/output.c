@@ -117,12 +117,8 @@ static void run_rows(row_buf *b, const cmb_output *o, const cmb_case_row *row, c
     }
 }
 
-/* --- open / write / close ---------------------------------------------------------------- */
-
-int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const char *mode, const char *argv0,
-                    char *err, size_t errlen)
+static void set_ids(cmb_output *o, const char *dir, const cmb_env *env, const char *mode)
 {
-    char path[1024];
     memset(o, 0, sizeof *o);
     o->csv_fd = -1;
     snprintf(o->dir, sizeof o->dir, "%s", dir);
@@ -130,13 +126,48 @@ int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const ch
     snprintf(o->run_id, sizeof o->run_id, "%s", base && base[1] ? base + 1 : dir);
     snprintf(o->gpu, sizeof o->gpu, "%s", env->gpu_slug);
     snprintf(o->mode, sizeof o->mode, "%s", mode);
+}
+
+static int append_csv(cmb_output *o, row_buf *b, char *err, size_t errlen)
+{
+    int rc = 0;
+    if (b->len && append_all(o->csv_fd, b->buf, b->len)) {
+        snprintf(err, errlen, "cannot append to %s/results.csv: %s", o->dir, strerror(errno));
+        rc = -1;
+    }
+    free(b->buf);
+    return rc;
+}
+
+/* In the JSON a failed case is an entry with error_occurred, as the
+ * library itself records a benchmark that skipped with an error. */
+static void failed_entry(cmb_bench_run *r, const char *name, const char *reason)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->repetition_index = 0;
+    r->repetitions = 1;
+    r->iterations = 0;
+    r->threads = 1;
+    r->time_unit = CMB_UNIT_MS;
+    r->error_occurred = 1;
+    snprintf(r->error_message, sizeof r->error_message, "%s", reason);
+}
+
+/* --- open / write / close ---------------------------------------------------------------- */
+
+int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const char *mode, const char *argv0,
+                    char *err, size_t errlen)
+{
+    char path[1024];
+    set_ids(o, dir, env, mode);
 
     if (mkdir_p(dir)) {
         snprintf(err, errlen, "cannot create output directory %s: %s", dir, strerror(errno));
         return -1;
     }
     if (exists(dir, "results.json") || exists(dir, "results.csv")) {
-        snprintf(err, errlen, "%s already holds results; give another --out", dir);
+        snprintf(err, errlen, "%s already holds results; give another --out, or continue it with --resume %s", dir, dir);
         return -1;
     }
     snprintf(path, sizeof path, "%s/.write-test", dir);
@@ -184,47 +215,92 @@ int cmb_output_case(cmb_output *o, const cmb_case_row *row, const cmb_bench_run 
                     size_t errlen)
 {
     row_buf b = {0};
+    if (cmb_bench_json_add(o->json, runs, n, err, errlen))
+        return -1;
     for (size_t i = 0; i < n; i++)
         if (!runs[i].is_aggregate)
             run_rows(&b, o, row, &runs[i]);
-    int rc = cmb_bench_json_add(o->json, runs, n, err, errlen);
-    if (b.len && append_all(o->csv_fd, b.buf, b.len)) {
-        snprintf(err, errlen, "cannot append to %s/results.csv: %s", o->dir, strerror(errno));
-        rc = -1;
-    }
-    free(b.buf);
-    return rc;
+    return append_csv(o, &b, err, errlen);
 }
 
+/* The JSON is written before the CSV: the CSV is the record of finished
+ * cases (--resume reads it), so a case is never in the CSV without being
+ * in the JSON. */
 int cmb_output_case_status(cmb_output *o, const cmb_case_row *row, const char *status, const char *reason,
                            char *err, size_t errlen)
 {
     row_buf b = {0};
-    int rc = 0;
-    csv_row(&b, o, row, "", status, "", "", reason);
-    if (b.len && append_all(o->csv_fd, b.buf, b.len)) {
-        snprintf(err, errlen, "cannot append to %s/results.csv: %s", o->dir, strerror(errno));
-        rc = -1;
-    }
-    free(b.buf);
-    if (rc == 0 && !strcmp(status, "failed")) {
-        /* In the JSON a failed case is an entry with error_occurred, as the
-         * library itself records a benchmark that skipped with an error. */
-        cmb_bench_run *r = calloc(1, sizeof *r);
+    if (!strcmp(status, "failed")) {
+        cmb_bench_run *r = malloc(sizeof *r);
         if (!r)
             return -1;
-        snprintf(r->name, sizeof r->name, "%s", row->name);
-        r->repetition_index = 0;
-        r->repetitions = 1;
-        r->iterations = 0;
-        r->threads = 1;
-        r->time_unit = CMB_UNIT_MS;
-        r->error_occurred = 1;
-        snprintf(r->error_message, sizeof r->error_message, "%s", reason);
-        rc = cmb_bench_json_add(o->json, r, 1, err, errlen);
+        failed_entry(r, row->name, reason);
+        int rc = cmb_bench_json_add(o->json, r, 1, err, errlen);
         free(r);
+        if (rc)
+            return rc;
     }
-    return rc;
+    csv_row(&b, o, row, "", status, "", "", reason);
+    return append_csv(o, &b, err, errlen);
+}
+
+int cmb_output_case_failed(cmb_output *o, const cmb_case_row *row, const cmb_bench_run *runs, size_t n,
+                           const char *reason, char *err, size_t errlen)
+{
+    row_buf b = {0};
+    cmb_bench_run *all = malloc((n + 1) * sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "host out of memory");
+        return -1;
+    }
+    if (n)
+        memcpy(all, runs, n * sizeof *all);
+    failed_entry(&all[n], row->name, reason);
+    int rc = cmb_bench_json_add(o->json, all, n + 1, err, errlen);
+    free(all);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (!runs[i].is_aggregate)
+            run_rows(&b, o, row, &runs[i]);
+    csv_row(&b, o, row, "", "failed", "", "", reason);
+    return append_csv(o, &b, err, errlen);
+}
+
+/* --- a resumed run ------------------------------------------------------------------------ */
+
+int cmb_output_reopen(cmb_output *o, const char *dir, const char *run_id, const cmb_env *env, const char *mode,
+                      const char *argv0, char *err, size_t errlen)
+{
+    char path[1024];
+    set_ids(o, dir, env, mode);
+    if (run_id && run_id[0])
+        snprintf(o->run_id, sizeof o->run_id, "%s", run_id); /* as the first part of the run wrote it */
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    o->json = cmb_bench_json_reopen(path, argv0, err, errlen);
+    if (!o->json)
+        return -1;
+    snprintf(path, sizeof path, "%s/results.csv", dir);
+    o->csv_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (o->csv_fd < 0) {
+        snprintf(err, errlen, "cannot append to %s: %s", path, strerror(errno));
+        goto out_fail;
+    }
+    snprintf(path, sizeof path, "%s/run.log", dir);
+    o->log = fopen(path, "a");
+    if (!o->log) {
+        snprintf(err, errlen, "cannot append to %s: %s", path, strerror(errno));
+        goto out_fail;
+    }
+    return 0;
+
+out_fail:
+    if (o->csv_fd >= 0)
+        close(o->csv_fd);
+    o->csv_fd = -1;
+    cmb_bench_json_close(o->json, NULL, 0);
+    o->json = NULL;
+    return -1;
 }
 
 int cmb_output_close(cmb_output *o, char *err, size_t errlen)

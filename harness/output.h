@@ -41,9 +41,18 @@ int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const ch
 /* Writes a finished case: its runs to JSON and CSV. */
 int cmb_output_case(cmb_output *o, const cmb_case_row *row, const cmb_bench_run *runs, size_t n, char *err,
                     size_t errlen);
-/* A case that produced no runs: failed (crash, timeout) or skipped. */
+/* A case whose process failed (crash, timeout, error): the runs it
+ * finished, then the failure with its reason, in one write per file. */
+int cmb_output_case_failed(cmb_output *o, const cmb_case_row *row, const cmb_bench_run *runs, size_t n,
+                           const char *reason, char *err, size_t errlen);
+/* A case that produced no runs: failed (could not start) or skipped. */
 int cmb_output_case_status(cmb_output *o, const cmb_case_row *row, const char *status, const char *reason,
                            char *err, size_t errlen);
+/* Continues a run in `dir` (--resume, after harness/resume.c has checked and
+ * repaired its files): appends to results.json, results.csv and run.log.
+ * run_id: the run id the CSV rows carry so far. */
+int cmb_output_reopen(cmb_output *o, const char *dir, const char *run_id, const cmb_env *env, const char *mode,
+                      const char *argv0, char *err, size_t errlen);
 int cmb_output_close(cmb_output *o, char *err, size_t errlen);
 
 /* Appends `text` to a buffer for CSV, quoting it when needed. */

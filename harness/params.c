@@ -268,6 +268,14 @@ int cmb_params_expand(const cmb_scenario *s, cmb_preset preset, const cmb_param_
             if (spec && parse_list(spec, ov[k].values, &lists[spec - s->params], err, errlen))
                 goto out_fail;
         }
+        size_t combos = 1;
+        for (size_t i = 0; i < s->n_params && combos <= CMB_MAX_PARAM_SETS; i++)
+            combos *= lists[i].n;
+        if (combos + *n_out > CMB_MAX_PARAM_SETS) {
+            snprintf(err, errlen, "scenario %s: the parameter lists make more than %d cases; sweep fewer values",
+                     s->name, CMB_MAX_PARAM_SETS);
+            goto out_fail;
+        }
         size_t before = *n_out;
         if (append_grid(s, lists, out, n_out, &cap, err, errlen))
             goto out_fail;

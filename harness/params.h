@@ -10,6 +10,7 @@
 
 #define CMB_MAX_PARAMS 40
 #define CMB_PARAM_VALUE_MAX 160
+#define CMB_MAX_PARAM_SETS 4096 /* cases one scenario may expand to (each is a process) */
 
 typedef struct cmb_param_set {
     size_t n;

@@ -17,8 +17,10 @@
 #include "../common/cmb_units.h"
 #include "case.h"
 #include "clock.h"
+#include "devcheck.h"
 #include "env.h"
 #include "output.h"
+#include "resume.h"
 #include "spawn.h"
 #include "timeline.h"
 #include "wire.h"
@@ -379,8 +381,8 @@ static void case_row(const planned_case *pc, cmb_case_row *row, char *params, si
     row->params = params;
 }
 
-static int run_case(const planned_case *pc, const char *self, double timeout_s, cmb_output *out, char *line,
-                    size_t line_len, run_totals *tot, char *err, size_t errlen)
+static int run_case(const planned_case *pc, const char *self, double timeout_s, cmb_output *out,
+                    cmb_devcheck *dc, char *line, size_t line_len, run_totals *tot, char *err, size_t errlen)
 {
     child_args *a = malloc(sizeof *a);
     cmb_wire_reader *reader = malloc(sizeof *reader);
@@ -399,7 +401,15 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
     cmb_wire_reader_init(reader);
     fprintf(out->log, "=== %s\n", pc->spec.name);
     fflush(out->log);
-    if (cmb_spawn_run(a->argv, timeout_s, feed_results, reader, NULL, NULL, out->log, &res)) {
+    cmb_devcheck_before(dc);
+    int spawn_failed = cmb_spawn_run(a->argv, timeout_s, feed_results, reader, NULL, NULL, out->log, &res);
+    cmb_devcheck_after(dc);
+    if (!spawn_failed && res.interrupted) {
+        snprintf(line, line_len, "interrupted (not recorded)");
+        goto out; /* not finished: not written, so --resume runs it again */
+    }
+    cmb_devcheck_annotate(dc, reader->runs, reader->n);
+    if (spawn_failed) {
         snprintf(line, line_len, "FAILED: could not start the case process");
         rc = cmb_output_case_status(out, &row, "failed", "could not start the case process", err, errlen);
         tot->failed++;
@@ -421,16 +431,19 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
                  reader->error[0] ? (int)strlen(reader->error) : 0, reader->error, "");
         if (tl && (size_t)(tail + tl - last) > 0)
             snprintf(msg + strlen(msg), sizeof msg - strlen(msg), ": %.*s", (int)(tail + tl - last), last);
-        if (reader->n)
-            rc = cmb_output_case(out, &row, reader->runs, reader->n, err, errlen);
-        if (!rc)
-            rc = cmb_output_case_status(out, &row, "failed", msg, err, errlen);
+        char note[320];
+        if (cmb_devcheck_note(dc, note, sizeof note))
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %s", note);
+        rc = cmb_output_case_failed(out, &row, reader->runs, reader->n, msg, err, errlen);
         snprintf(line, line_len, "FAILED: %s", msg);
         tot->failed++;
         goto out;
     }
     rc = cmb_output_case(out, &row, reader->runs, reader->n, err, errlen);
     progress_line(reader->runs, reader->n, line, line_len);
+    char note[320];
+    if (cmb_devcheck_note(dc, note, sizeof note))
+        snprintf(line + strlen(line), line_len - strlen(line), "  WARNING: %s", note);
     int any_error = 0;
     for (size_t i = 0; i < reader->n; i++)
         any_error |= reader->runs[i].error_occurred;
@@ -503,6 +516,8 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     plan p = {0};
     cmb_output out;
     run_totals tot = {0};
+    cmb_resume rs = {0};
+    cmb_devcheck dc = {0};
     int rc = 2;
 
     self_path(self, sizeof self, argv0);
@@ -558,12 +573,15 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         cmb_env_set(&env, "seed", seed);
         cmb_env_set(&env, "preset", cli->preset == CMB_PRESET_FULL ? "full" : "quick");
     }
-    if (cmb_output_open(&out, dir, &env, mode == CMB_MODE_GPU ? "gpu" : "sim", "cumembench", err, sizeof err)) {
+    cmb_devcheck_start(&dc, mode == CMB_MODE_GPU, &env, self, cli->device);
+    if (cmb_resume_open_output(&out, &rs, cli, dir, &env, mode == CMB_MODE_GPU ? "gpu" : "sim", err, sizeof err)) {
         fprintf(stderr, "cumembench: %s\n", err);
         goto out_free;
     }
 
     size_t to_run = p.n - p.n_skipped;
+    for (size_t i = 0; i < p.n; i++)
+        to_run -= !p.cases[i].skip && cmb_resume_is_done(&rs, p.cases[i].spec.name);
     if (!cli->quiet) {
         fprintf(stderr, "cumembench: mode %s%s%s, %zu cases to run (%zu skipped), %d repetitions, seed %llu\n",
                 mode == CMB_MODE_GPU ? "gpu on " : "sim", mode == CMB_MODE_GPU ? cmb_env_get(&env, "gpu_name") : "",
@@ -579,6 +597,8 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         planned_case *pc = &p.cases[i];
         char params[1024], alloc[256], line[1024];
         cmb_case_row row;
+        if (cmb_resume_is_done(&rs, pc->spec.name))
+            continue; /* finished before the run was interrupted */
         if (pc->skip) {
             case_row(pc, &row, params, sizeof params, alloc, sizeof alloc);
             if (cmb_output_case_status(&out, &row, "skipped", pc->reason, err, sizeof err))
@@ -591,7 +611,7 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
             fprintf(stderr, "[%*zu/%zu] %s ", (int)snprintf(NULL, 0, "%zu", to_run), done, to_run, pc->spec.name);
             fflush(stderr);
         }
-        if (run_case(pc, self, cli->case_timeout_s, &out, line, sizeof line, &tot, err, sizeof err))
+        if (run_case(pc, self, cli->case_timeout_s, &out, &dc, line, sizeof line, &tot, err, sizeof err))
             goto out_write_error;
         if (!cli->quiet) {
             double elapsed = cmb_now_s() - t0;
@@ -600,9 +620,10 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         }
     }
     if (cmb_interrupted) {
-        fprintf(stderr, "\ncumembench: interrupted; %zu finished cases are kept in %s\n", tot.ok + tot.failed, dir);
+        fprintf(stderr, "\ncumembench: interrupted; %zu finished cases are kept in %s (continue with: cumembench "
+                        "--resume %s)\n", tot.ok + tot.failed, dir, dir);
         rc = 130;
-    } else if (tot.failed) {
+    } else if (tot.failed || rs.n_failed) {
         rc = 1;
     }
     if (cmb_output_close(&out, err, sizeof err)) {
@@ -614,6 +635,10 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
             tot.skipped, cmb_now_s() - t0, dir);
     if (mode == CMB_MODE_SIM && !cli->quiet)
         fprintf(stderr, "cumembench: sim mode: times are host-side bookkeeping only; GPU timings need a GPU\n");
+    if (dc.n_dirty || dc.n_unreturned)
+        fprintf(stderr, "cumembench: device check: %zu cases did not return device memory, %zu ran on a dirty "
+                        "device (counters device_unreturned_bytes, device_dirty_bytes)\n", dc.n_unreturned,
+                dc.n_dirty);
     goto out_free;
 
 out_write_error:
@@ -621,6 +646,8 @@ out_write_error:
     cmb_output_close(&out, err, sizeof err);
     rc = 1;
 out_free:
+    cmb_devcheck_stop(&dc);
+    cmb_resume_free(&rs);
     free(p.cases);
     return rc;
 }

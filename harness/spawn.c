@@ -123,8 +123,19 @@ int cmb_spawn_run(char *const argv[], double timeout_s, cmb_spawn_data_fn result
 
     struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {res_pipe[0], POLLIN, 0}};
     int open_fds = res_pipe[0] >= 0 ? 2 : 1;
-    int killed = 0;
+    int killed = 0, reaped = 0, status = 0;
+    double reaped_at = 0;
     while (open_fds > 0) {
+        /* A process the child started (in a session of its own, out of
+         * reach of the group kill) may hold the pipes after the child has
+         * gone: read what is there, then stop waiting for it. */
+        if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+            reaped = 1;
+            reaped_at = cmb_now_s();
+        } else if (reaped && cmb_now_s() - reaped_at > CMB_SPAWN_DRAIN_S) {
+            res->pipes_held = 1;
+            break;
+        }
         double left = timeout_s > 0 ? timeout_s - (cmb_now_s() - t0) : 1.0;
         if (!killed && (cmb_interrupted || (timeout_s > 0 && left <= 0))) {
             res->timed_out = !cmb_interrupted;
@@ -151,8 +162,7 @@ int cmb_spawn_run(char *const argv[], double timeout_s, cmb_spawn_data_fn result
     for (int i = 0; i < 2; i++)
         if (fds[i].fd >= 0)
             close(fds[i].fd);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    while (!reaped && waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     kill(-pid, SIGKILL); /* anything the child left behind in its group */
     res->seconds = cmb_now_s() - t0;
@@ -161,6 +171,9 @@ int cmb_spawn_run(char *const argv[], double timeout_s, cmb_spawn_data_fn result
     res->signaled = WIFSIGNALED(status);
     res->signal_no = res->signaled ? WTERMSIG(status) : 0;
     res->ok = res->exited && res->exit_code == 0 && !res->timed_out && !res->interrupted;
+    if (log && res->pipes_held)
+        fprintf(log, "cumembench: the case process ended, but a process it started still holds its output; "
+                     "not waiting for it\n");
     if (log)
         fflush(log);
     return 0;

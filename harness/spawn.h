@@ -21,8 +21,12 @@ typedef struct cmb_child_result {
     int timed_out;
     int interrupted; /* the run was interrupted (SIGINT / SIGTERM)     */
     double seconds;
+    int pipes_held;  /* the child ended, a process it left held its pipes */
     char tail[1536]; /* end of the child's stdout + stderr             */
 } cmb_child_result;
+
+/* How long output is still read after the child has ended. */
+#define CMB_SPAWN_DRAIN_S 2.0
 
 typedef void (*cmb_spawn_data_fn)(void *ctx, const char *data, size_t len);
 

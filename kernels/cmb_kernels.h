@@ -24,6 +24,10 @@ int cmb_kernel_check_u32(const void *ptr, size_t bytes, uint32_t pattern,
  * to keep a stream busy. */
 int cmb_kernel_spin(uint64_t ns, void *stream);
 
+/* Tests only (scenarios/planted.c): writes through an unmapped address, so
+ * the next synchronization fails with an illegal address (sticky). */
+int cmb_kernel_planted_bad_write(void *stream);
+
 #ifdef __cplusplus
 }
 #endif

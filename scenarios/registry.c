@@ -13,6 +13,8 @@ extern const cmb_scenario cmb_scenario_leak_check;
 extern const cmb_scenario cmb_scenario_pinned;
 extern const cmb_scenario cmb_scenario_contention;
 extern const cmb_scenario cmb_scenario_fastpath;
+/* test-only scenarios, found by name alone (scenarios/planted.c) */
+const cmb_scenario *_cmb_scenario_hidden(const char *name);
 
 static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_churn,
@@ -42,5 +44,5 @@ const cmb_scenario *cmb_scenario_find(const char *name)
     for (size_t i = 0; i < cmb_scenario_count(); i++)
         if (!strcmp(scenarios[i]->name, name))
             return scenarios[i];
-    return NULL;
+    return _cmb_scenario_hidden(name);
 }

@@ -65,6 +65,14 @@ static const bad_case bad[] = {
     {"--record-trace /tmp/x.trace --scenario churn", "needs exactly one case"},
     {"--out", "needs a value"},
     {"--mode gpu", "no CUDA GPU is usable"},
+    {"--param n=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --param fill=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 "
+     "--param max_size=1MiB,2MiB,3MiB,4MiB,5MiB,6MiB,7MiB,8MiB,9MiB,10MiB,11MiB,12MiB,13MiB,14MiB,15MiB,16MiB,17MiB,"
+     "18MiB,19MiB,20MiB,21MiB,22MiB,23MiB,24MiB,25MiB,26MiB,27MiB,28MiB,29MiB,30MiB,31MiB,32MiB --scenario churn",
+     "more than 4096 cases"},
+    {"--resume", "needs a value"},
+    {"--resume=", "--resume needs the directory"},
+    {"--resume /nonexistent/run", "only --quiet and --case-timeout may be given beside it"},
+    {"--fault every=2,bogus=1", "--fault: expected"},
 };
 
 static int count_lines(const char *s)

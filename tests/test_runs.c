@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -126,6 +127,26 @@ static void a_hang_is_killed_at_the_timeout(void **state)
         fail_msg("%s", out);
 }
 
+/* A case that leaves a process holding its pipes (in a session of its
+ * own, beyond the group kill) ends when its own process ends. */
+static void a_leftover_process_does_not_hold_the_run(void **state)
+{
+    (void)state;
+    char args[4096], out[65536], dir[600];
+    snprintf(dir, sizeof dir, "%s/o", cmb_test_tmpdir());
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario churn --allocator external:%s:mode=orphan,cuda %s --repetitions 1 "
+             "--out %s",
+             getenv("CMB_MISBEHAVING"), SMALL, dir);
+    time_t t0 = time(NULL);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    if (time(NULL) - t0 > 15)
+        fail_msg("the run waited %lld s for a leftover process", (long long)(time(NULL) - t0));
+    if (json_check(dir, "len([x for x in b if x['run_type']=='iteration' and not x.get('error_occurred')])==2", out,
+                   sizeof out))
+        fail_msg("%s", out);
+}
+
 /* SIGINT while a case hangs: the finished case is kept, the files are valid. */
 static void an_interrupted_run_keeps_finished_cases(void **state)
 {
@@ -204,6 +225,7 @@ int main(void)
         cmocka_unit_test(sim_results_are_deterministic),
         cmocka_unit_test(a_crash_fails_only_its_case),
         cmocka_unit_test(a_hang_is_killed_at_the_timeout),
+        cmocka_unit_test(a_leftover_process_does_not_hold_the_run),
         cmocka_unit_test(an_interrupted_run_keeps_finished_cases),
         cmocka_unit_test(wire_round_trip),
     };

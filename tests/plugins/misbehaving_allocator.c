@@ -1,7 +1,9 @@
 /* misbehaving_allocator.c - a plug-in allocator that fails on purpose, to
  * test that one case's crash, abort or hang never costs another case its
- * results: option mode=segv|abort|hang|ok, applied to the Nth allocation
- * (option at=N, default 10). Otherwise it passes requests to the upstream. */
+ * results: option mode=segv|abort|hang|orphan|ok, applied to the Nth
+ * allocation (option at=N, default 10); orphan leaves a process in a session
+ * of its own that holds the case's output pipes for 30 s. Otherwise it
+ * passes requests to the upstream. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,11 @@ static void misbehave(state *s)
     if (!strcmp(s->mode, "hang"))
         for (;;)
             pause();
+    if (!strcmp(s->mode, "orphan") && fork() == 0) {
+        setsid();
+        sleep(30);
+        _exit(0);
+    }
 }
 
 static cmb_status allocate(void *p, size_t size, cmb_stream stream, void **ptr)

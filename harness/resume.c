@@ -1,0 +1,571 @@
+/* resume.c - cumembench --resume DIR (see resume.h). */
+#define _GNU_SOURCE
+#include "resume.h"
+
+#include "output.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ARGS_FILE "run.args"
+#define ARGS_MAGIC "cumembench-run-args 1"
+#define MAX_ARGS 1024
+
+static const char CSV_HEADER[] =
+    "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n";
+static const char JSON_LIST[] = "\"benchmarks\": [";
+static const char JSON_CLOSING[] = "\n  ]\n}\n";
+
+/* CSV columns this file reads */
+enum { COL_RUN_ID = 0, COL_GPU = 1, COL_MODE = 2, COL_CASE = 3, COL_STATUS = 9, N_COLS = 13 };
+
+static int saved_argc;
+static char **saved_argv;
+/* the arguments read back from run.args: the options point into them */
+static char *resumed_text;
+static char **resumed_argv;
+
+void cmb_resume_release(void)
+{
+    free(resumed_argv);
+    free(resumed_text);
+    resumed_argv = NULL;
+    resumed_text = NULL;
+}
+
+void cmb_resume_remember_args(int argc, char **argv)
+{
+    saved_argc = argc;
+    saved_argv = argv;
+}
+
+/* --- whole files ------------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    if (!f)
+        return NULL;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 1 << 17;
+            char *grown = realloc(buf, ncap);
+            if (!grown)
+                goto out_fail;
+            buf = grown;
+            cap = ncap;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    if (ferror(f))
+        goto out_fail;
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+
+out_fail:
+    fclose(f);
+    free(buf);
+    return NULL;
+}
+
+/* Replaces path with text: temporary name, fsync, rename. */
+static int replace_file(const char *path, const char *text, size_t len, char *err, size_t errlen)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    int bad = fwrite(text, 1, len, f) != len;
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* --- the saved command line --------------------------------------------------------------- */
+
+static void put_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            fputs("\\\\", f);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('\n', f);
+}
+
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '\\' && (s[1] == '\\' || s[1] == 'n')) {
+            *o++ = s[1] == 'n' ? '\n' : '\\';
+            s++;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+int cmb_resume_save_command(const char *dir, char *err, size_t errlen)
+{
+    char path[1024], tmp[1100], cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, ".");
+    snprintf(path, sizeof path, "%s/%s", dir, ARGS_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "%s\ncwd ", ARGS_MAGIC);
+    put_escaped(f, cwd);
+    for (int i = 1; i < saved_argc; i++) {
+        fputs("arg ", f);
+        put_escaped(f, saved_argv[i]);
+    }
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Options that may be given beside --resume: they change how the rest of
+ * the run is shown or policed, not what is measured. */
+static int check_resume_args(int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int with_value = !strcmp(a, "--resume") || !strcmp(a, "--case-timeout");
+        if (with_value) {
+            i++;
+            continue;
+        }
+        if (!strncmp(a, "--resume=", 9) || !strncmp(a, "--case-timeout=", 15) || !strcmp(a, "--quiet") ||
+            !strcmp(a, "-q"))
+            continue;
+        snprintf(err, errlen,
+                 "--resume continues a run with the options it was started with; only --quiet and "
+                 "--case-timeout may be given beside it, not '%s'", a);
+        return -1;
+    }
+    return 0;
+}
+
+/* The saved arguments live as long as the process: the parsed options
+ * point into them. */
+static int load_args(const char *dir, char *cwd, size_t cwdlen, int *argc, char ***argv, char *err, size_t errlen)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s", dir, ARGS_FILE);
+    char *text = read_file(path, &len);
+    if (!text) {
+        snprintf(err, errlen, "cannot read %s (%s): is %s the --out directory of a run?", path, strerror(errno),
+                 dir);
+        return -1;
+    }
+    char **av = calloc(MAX_ARGS + 2, sizeof *av);
+    int n = 0, line_no = 0;
+    cwd[0] = '\0';
+    if (!av) {
+        free(text);
+        snprintf(err, errlen, "host out of memory");
+        return -1;
+    }
+    av[n++] = "cumembench";
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), line_no++) {
+        if (line_no == 0) {
+            if (strcmp(line, ARGS_MAGIC))
+                goto out_bad;
+        } else if (!strncmp(line, "cwd ", 4)) {
+            unescape(line + 4);
+            snprintf(cwd, cwdlen, "%s", line + 4);
+        } else if (!strncmp(line, "arg ", 4) && n < MAX_ARGS) {
+            unescape(line + 4);
+            av[n++] = line + 4;
+        } else {
+            goto out_bad;
+        }
+    }
+    if (line_no == 0)
+        goto out_bad;
+    av[n] = NULL;
+    *argc = n;
+    *argv = resumed_argv = av; /* kept for the life of the process */
+    resumed_text = text;
+    return 0;
+
+out_bad:
+    snprintf(err, errlen, "%s is damaged (line %d)", path, line_no + 1);
+    free(av);
+    free(text);
+    return -1;
+}
+
+int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
+{
+    char dir[PATH_MAX], cwd[PATH_MAX];
+    int s_argc;
+    char **s_argv;
+    static char out_dir[PATH_MAX];
+    if (check_resume_args(argc, argv, err, errlen))
+        return -1;
+    if (!realpath(cli->resume, dir)) {
+        snprintf(err, errlen, "--resume %s: %s", cli->resume, strerror(errno));
+        return -1;
+    }
+    if (load_args(dir, cwd, sizeof cwd, &s_argc, &s_argv, err, errlen))
+        return -1;
+    cmb_cli saved;
+    char perr[512];
+    if (cmb_cli_parse(s_argc, s_argv, &saved, perr, sizeof perr)) {
+        snprintf(err, errlen, "%s/%s: %s", dir, ARGS_FILE, perr);
+        return -1;
+    }
+    if (saved.child || saved.list || saved.help || saved.version || saved.probe_env || saved.resume) {
+        snprintf(err, errlen, "%s/%s does not hold the command line of a run", dir, ARGS_FILE);
+        return -1;
+    }
+    if (cwd[0] && chdir(cwd))
+        fprintf(stderr, "cumembench: cannot enter %s, where the run started (%s); relative paths are taken from "
+                        "here\n", cwd, strerror(errno));
+    snprintf(out_dir, sizeof out_dir, "%s", dir);
+    saved.out = out_dir;
+    saved.resume = out_dir;
+    saved.quiet |= cli->quiet;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--case-timeout") || !strncmp(argv[i], "--case-timeout=", 15))
+            saved.case_timeout_s = cli->case_timeout_s;
+    *cli = saved;
+    return 0;
+}
+
+/* --- the finished cases: results.csv ----------------------------------------------------------- */
+
+/* Splits one CSV line (as output.c writes it: quotes around fields with
+ * , or ", "" inside) in place; returns the number of fields. */
+static int split_csv_line(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    while (n < max) {
+        char *o = p;
+        f[n++] = p;
+        if (*p == '"') {
+            p++;
+            for (;;) {
+                if (*p == '\0')
+                    return -1;
+                if (*p == '"' && p[1] == '"') {
+                    *o++ = '"';
+                    p += 2;
+                } else if (*p == '"') {
+                    p++;
+                    break;
+                } else {
+                    *o++ = *p++;
+                }
+            }
+            if (*p != ',' && *p != '\0')
+                return -1;
+        } else {
+            while (*p && *p != ',')
+                *o++ = *p++;
+        }
+        int more = *p == ',';
+        *o = '\0';
+        if (!more)
+            return n;
+        p++;
+    }
+    return -1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_name(cmb_resume *r, size_t *cap, const char *name)
+{
+    if (r->n_done == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 256;
+        char **grown = realloc(r->done, ncap * sizeof *grown);
+        if (!grown)
+            return -1;
+        r->done = grown;
+        *cap = ncap;
+    }
+    if (!(r->done[r->n_done] = strdup(name)))
+        return -1;
+    r->n_done++;
+    return 0;
+}
+
+/* Sorts the names and folds duplicates. */
+static void sort_names(cmb_resume *r)
+{
+    if (!r->n_done)
+        return;
+    qsort(r->done, r->n_done, sizeof *r->done, cmp_str);
+    size_t o = 0;
+    for (size_t i = 0; i < r->n_done; i++) {
+        if (o && !strcmp(r->done[o - 1], r->done[i])) {
+            free(r->done[i]);
+            continue;
+        }
+        r->done[o++] = r->done[i];
+    }
+    r->n_done = o;
+}
+
+/* The case column of the line that starts at `line` (ends at '\n'). */
+static int case_of_line(const char *line, char *out, size_t outlen)
+{
+    char *f[N_COLS + 1];
+    char *buf = strndup(line, strcspn(line, "\n"));
+    int rc = -1;
+    if (buf && split_csv_line(buf, f, N_COLS + 1) == N_COLS) {
+        snprintf(out, outlen, "%s", f[COL_CASE]);
+        rc = 0;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Length of text[0, len) without the trailing lines of its last case
+ * (never the header). */
+static size_t drop_last_case(const char *text, size_t len)
+{
+    char last[1024], cur[1024];
+    size_t header = sizeof CSV_HEADER - 1;
+    if (len <= header)
+        return len;
+    size_t start = len - 1;
+    while (start > header && text[start - 1] != '\n')
+        start--;
+    if (case_of_line(text + start, last, sizeof last))
+        return start;
+    while (start > header) {
+        size_t prev = start - 1;
+        while (prev > header && text[prev - 1] != '\n')
+            prev--;
+        if (case_of_line(text + prev, cur, sizeof cur) || strcmp(cur, last))
+            break;
+        start = prev;
+    }
+    return start;
+}
+
+static int read_csv(cmb_resume *r, const char *dir, char *err, size_t errlen)
+{
+    char path[1024];
+    size_t len, cap = 0, fcap = 0;
+    cmb_resume failed = {0}; /* failed cases, to count them */
+    snprintf(path, sizeof path, "%s/results.csv", dir);
+    char *text = read_file(path, &len);
+    if (!text) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (len < sizeof CSV_HEADER - 1 || memcmp(text, CSV_HEADER, sizeof CSV_HEADER - 1)) {
+        snprintf(err, errlen, "%s does not start with the suite's CSV header", path);
+        goto out_fail;
+    }
+    if (text[len - 1] != '\n') {
+        /* A case's rows are one write: a torn line ends the file, and the
+         * case before the fragment may be cut short too. Both go; read_json
+         * then drops their JSON entries and they run again. */
+        while (len && text[len - 1] != '\n')
+            len--;
+        len = drop_last_case(text, len);
+        if (replace_file(path, text, len, err, errlen))
+            goto out_fail;
+        text[len] = '\0';
+        r->csv_repaired = 1;
+    }
+    char *save = NULL;
+    strtok_r(text, "\n", &save); /* the header */
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[N_COLS + 1];
+        if (split_csv_line(line, f, N_COLS + 1) != N_COLS) {
+            snprintf(err, errlen, "%s: a line does not have %d fields: %.80s", path, N_COLS, line);
+            goto out_fail;
+        }
+        if (!r->run_id[0]) {
+            snprintf(r->run_id, sizeof r->run_id, "%s", f[COL_RUN_ID]);
+            snprintf(r->gpu, sizeof r->gpu, "%s", f[COL_GPU]);
+            snprintf(r->mode, sizeof r->mode, "%s", f[COL_MODE]);
+        }
+        if ((!r->n_done || strcmp(r->done[r->n_done - 1], f[COL_CASE])) && add_name(r, &cap, f[COL_CASE]))
+            goto out_nomem;
+        if (!strcmp(f[COL_STATUS], "failed") &&
+            (!failed.n_done || strcmp(failed.done[failed.n_done - 1], f[COL_CASE])) &&
+            add_name(&failed, &fcap, f[COL_CASE]))
+            goto out_nomem;
+    }
+    sort_names(r);
+    sort_names(&failed);
+    r->n_failed = failed.n_done;
+    cmb_resume_free(&failed);
+    free(text);
+    return 0;
+
+out_nomem:
+    snprintf(err, errlen, "host out of memory");
+out_fail:
+    cmb_resume_free(&failed);
+    free(text);
+    return -1;
+}
+
+/* --- results.json: drop entries of cases the CSV does not hold ------------------------------------ */
+
+/* The entries, as the library's JSON reporter writes them: "    {" opens
+ * one, its "run_name" is the case name (names are sanitized: no quotes). */
+static int read_json(cmb_resume *r, const char *dir, char *err, size_t errlen)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    char *text = read_file(path, &len);
+    if (!text) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *list = strstr(text, JSON_LIST);
+    size_t cl = sizeof JSON_CLOSING - 1;
+    if (!list || len < cl || memcmp(text + len - cl, JSON_CLOSING, cl)) {
+        snprintf(err, errlen, "%s is not a results file of this suite, or was damaged", path);
+        free(text);
+        return -1;
+    }
+    size_t cut = 0; /* offset of the first entry of an unfinished case */
+    const char *bad = NULL;
+    for (char *p = strstr(list, "\n    {\n"); p; p = strstr(p + 1, "\n    {\n")) {
+        char *name = strstr(p, "\n      \"run_name\": \"");
+        if (!name) {
+            snprintf(err, errlen, "%s: an entry has no run_name", path);
+            free(text);
+            return -1;
+        }
+        name += strlen("\n      \"run_name\": \"");
+        char *end = strchr(name, '"');
+        if (!end)
+            break;
+        *end = '\0';
+        int done = cmb_resume_is_done(r, name);
+        if (!done && !cut)
+            cut = (size_t)(p - text);
+        else if (done && cut)
+            bad = name;
+        r->json_dropped += !done;
+        *end = '"';
+        if (bad)
+            break;
+    }
+    if (bad) {
+        snprintf(err, errlen, "%s and results.csv disagree: case %.200s follows a case the CSV does not hold", path,
+                 bad);
+        free(text);
+        return -1;
+    }
+    int rc = 0;
+    if (cut) {
+        /* drop the separator ",\n    {" before the first dropped entry, or
+         * keep the empty list's "[\n" */
+        size_t keep = text[cut - 1] == ',' ? cut - 1 : cut + 1;
+        memcpy(text + keep, JSON_CLOSING, cl);
+        rc = replace_file(path, text, keep + cl, err, errlen);
+    }
+    free(text);
+    return rc;
+}
+
+int cmb_resume_load(cmb_resume *r, const char *dir, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    if (read_csv(r, dir, err, errlen))
+        return -1;
+    if (read_json(r, dir, err, errlen)) {
+        cmb_resume_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+int cmb_resume_is_done(const cmb_resume *r, const char *name)
+{
+    return r->n_done && bsearch(&name, r->done, r->n_done, sizeof *r->done, cmp_str) != NULL;
+}
+
+void cmb_resume_free(cmb_resume *r)
+{
+    for (size_t i = 0; i < r->n_done; i++)
+        free(r->done[i]);
+    free(r->done);
+    r->done = NULL;
+    r->n_done = 0;
+}
+
+/* --- opening the outputs ------------------------------------------------------------------------- */
+
+int cmb_resume_open_output(cmb_output *out, cmb_resume *r, const cmb_cli *cli, const char *dir, cmb_env *env,
+                           const char *mode, char *err, size_t errlen)
+{
+    if (!cli->resume) {
+        if (cmb_output_open(out, dir, env, mode, "cumembench", err, errlen))
+            return -1;
+        if (cmb_resume_save_command(dir, err, errlen)) {
+            cmb_output_close(out, NULL, 0);
+            return -1;
+        }
+        return 0;
+    }
+    if (cmb_resume_load(r, dir, err, errlen))
+        return -1;
+    if (r->mode[0] && strcmp(r->mode, mode)) {
+        snprintf(err, errlen, "%s holds a run in %s mode; this one would run in %s mode", dir, r->mode, mode);
+        return -1;
+    }
+    if (r->gpu[0] && strcmp(r->gpu, env->gpu_slug)) {
+        snprintf(err, errlen, "%s was measured on %s, this machine has %s: results of two devices would mix", dir,
+                 r->gpu, env->gpu_slug);
+        return -1;
+    }
+    if (cmb_output_reopen(out, dir, r->run_id, env, mode, "cumembench", err, errlen))
+        return -1;
+    fprintf(stderr, "cumembench: resuming %s: %zu finished cases kept%s%s\n", dir, r->n_done,
+                r->csv_repaired ? "; a torn last line of results.csv dropped" : "",
+                r->json_dropped ? "; results.json entries of an unfinished case dropped" : "");
+    return 0;
+}
