@@ -80,31 +80,16 @@ int cmb_devcheck_probe_main(int device)
     return 0;
 }
 
-typedef struct probe_out {
-    char buf[512];
-    size_t len;
-} probe_out;
-
-static void collect(void *ctx, const char *data, size_t len)
-{
-    probe_out *p = ctx;
-    size_t room = sizeof p->buf - 1 - p->len;
-    if (len > room)
-        len = room;
-    memcpy(p->buf + p->len, data, len);
-    p->len += len;
-    p->buf[p->len] = '\0';
-}
-
 static int read_probe(void *ctx, uint64_t *used)
 {
     cmb_devcheck *d = ctx;
-    probe_out out = {{0}, 0};
+    char buf[512] = "";
+    cmb_spawn_buffer out = {buf, sizeof buf, 0};
     cmb_child_result res;
     char *argv[] = {d->self, "--probe-mem", "--device", d->device, NULL};
-    if (cmb_spawn_run(argv, PROBE_TIMEOUT_S, NULL, NULL, collect, &out, NULL, &res) || !res.ok)
+    if (cmb_spawn_run(argv, PROBE_TIMEOUT_S, NULL, NULL, cmb_spawn_buffer_append, &out, NULL, &res) || !res.ok)
         return -1;
-    const char *u = strstr(out.buf, "used\t");
+    const char *u = strstr(buf, "used\t");
     return u && !cmb_parse_u64(strndupa(u + 5, strcspn(u + 5, "\n")), used) ? 0 : -1;
 }
 

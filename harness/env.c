@@ -168,22 +168,6 @@ int cmb_env_probe_main(int device)
 
 /* --- the parent ---------------------------------------------------------------------------- */
 
-typedef struct probe_ctx {
-    char buf[8192];
-    size_t len;
-} probe_ctx;
-
-static void probe_out(void *ctx, const char *data, size_t len)
-{
-    probe_ctx *p = ctx;
-    size_t room = sizeof p->buf - 1 - p->len;
-    if (len > room)
-        len = room;
-    memcpy(p->buf + p->len, data, len);
-    p->len += len;
-    p->buf[p->len] = '\0';
-}
-
 static void host_facts(cmb_env *env)
 {
     struct utsname u;
@@ -225,20 +209,21 @@ static void host_facts(cmb_env *env)
 void cmb_env_collect(cmb_env *env, const char *self_exe, int device, double timeout_s)
 {
     char dev[16];
-    probe_ctx *p = calloc(1, sizeof *p);
+    cmb_spawn_buffer out = {calloc(1, 8192), 8192, 0};
     cmb_child_result res;
     memset(env, 0, sizeof *env);
     host_facts(env);
     snprintf(dev, sizeof dev, "%d", device);
     char *argv[] = {(char *)self_exe, "--probe-env", "--device", dev, NULL};
-    if (!p || cmb_spawn_run(argv, timeout_s, NULL, NULL, probe_out, p, NULL, &res) != 0 || !res.ok) {
+    if (!out.data || cmb_spawn_run(argv, timeout_s, NULL, NULL, cmb_spawn_buffer_append, &out, NULL, &res) != 0 ||
+        !res.ok) {
         snprintf(env->no_gpu_reason, sizeof env->no_gpu_reason, "the GPU probe %s",
-                 !p ? "could not run" : res.timed_out ? "hung" : "crashed (driver problem?)");
+                 !out.data ? "could not run" : res.timed_out ? "hung" : "crashed (driver problem?)");
         cmb_env_set(env, "gpu_count", "0");
         cmb_env_set(env, "no_gpu_reason", env->no_gpu_reason);
     } else {
         char *save = NULL;
-        for (char *line = strtok_r(p->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        for (char *line = strtok_r(out.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
             char *tab = strchr(line, '\t');
             if (!tab)
                 continue;
@@ -246,7 +231,7 @@ void cmb_env_collect(cmb_env *env, const char *self_exe, int device, double time
             cmb_env_set(env, line, tab + 1);
         }
     }
-    free(p);
+    free(out.data);
     const char *count = cmb_env_get(env, "gpu_count");
     env->gpu_count = count ? atoi(count) : 0;
     const char *why = cmb_env_get(env, "no_gpu_reason");

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/cmb_io.h"
+
 static const char CSV_HEADER[] =
     "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n";
 
@@ -83,19 +85,10 @@ static void csv_row(row_buf *b, const cmb_output *o, const cmb_case_row *row, co
         cmb_csv_field(&b->buf, &b->len, &b->cap, fields[i] ? fields[i] : "", i + 1 == n);
 }
 
+/* One write per case, then fsync: a killed run keeps every finished case. */
 static int append_all(int fd, const char *buf, size_t len)
 {
-    while (len) {
-        ssize_t w = write(fd, buf, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        buf += w;
-        len -= (size_t)w;
-    }
-    return fsync(fd);
+    return cmb_write_all(fd, buf, len) ? -1 : fsync(fd);
 }
 
 static void run_rows(row_buf *b, const cmb_output *o, const cmb_case_row *row, const cmb_bench_run *r)

@@ -34,6 +34,17 @@ void cmb_spawn_install_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
+void cmb_spawn_buffer_append(void *ctx, const char *data, size_t len)
+{
+    cmb_spawn_buffer *b = ctx;
+    size_t room = b->cap - 1 - b->len;
+    if (len > room)
+        len = room;
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+}
+
 static void keep_tail(cmb_child_result *res, const char *data, size_t len)
 {
     size_t cap = sizeof res->tail - 1, have = strlen(res->tail);

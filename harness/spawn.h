@@ -30,6 +30,15 @@ typedef struct cmb_child_result {
 
 typedef void (*cmb_spawn_data_fn)(void *ctx, const char *data, size_t len);
 
+/* A bounded buffer that collects a child's output (a cmb_spawn_data_fn
+ * with a cmb_spawn_buffer as its context); what does not fit is dropped. */
+typedef struct cmb_spawn_buffer {
+    char *data;
+    size_t cap; /* including the terminating NUL */
+    size_t len;
+} cmb_spawn_buffer;
+void cmb_spawn_buffer_append(void *ctx, const char *data, size_t len);
+
 /* Set by the parent's SIGINT/SIGTERM handler (cmb_spawn_install_signals). */
 extern volatile sig_atomic_t cmb_interrupted;
 void cmb_spawn_install_signals(void);

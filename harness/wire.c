@@ -9,26 +9,13 @@
  */
 #include "wire.h"
 
+#include "../common/cmb_io.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-    while (len) {
-        ssize_t w = write(fd, buf, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        buf += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
 
 static void clean_copy(char *dst, size_t cap, const char *src)
 {
@@ -63,7 +50,7 @@ int cmb_wire_write_run(int fd, const cmb_bench_run *r)
     }
     if (n < cap)
         n += (size_t)snprintf(buf + n, cap - n, "E\n");
-    int rc = n < cap ? write_all(fd, buf, n) : -1;
+    int rc = n < cap ? cmb_write_all(fd, buf, n) : -1;
     free(buf);
     return rc;
 }

@@ -21,15 +21,8 @@
 # out. Exit status 0 when all hold.
 set -u
 
-if [ $# -lt 2 ]; then
-    echo "usage: $0 BUILD_DIR OUT_DIR" >&2
-    exit 2
-fi
-build=$(cd "$1" 2>/dev/null && pwd) || { echo "$0: no such build directory: $1" >&2; exit 2; }
-bin="$build/cumembench"
-[ -x "$bin" ] || { echo "$0: $bin is missing: build first (make build)" >&2; exit 2; }
-mkdir -p "$2" || exit 2
-out=$(cd "$2" && pwd)
+. "$(dirname "$0")/lib.sh"
+cmb_dirs "" "$@"
 cd "$(dirname "$0")/.." || exit 2
 check="python3 tests/support/results_check.py"
 status=0

@@ -13,15 +13,8 @@
 # case failed, 2 on bad usage or no GPU.
 set -u
 
-if [ $# -lt 2 ]; then
-    echo "usage: $0 BUILD_DIR OUT_DIR [cumembench options...]" >&2
-    exit 2
-fi
-build=$(cd "$1" 2>/dev/null && pwd) || { echo "$0: no such build directory: $1" >&2; exit 2; }
-bin="$build/cumembench"
-[ -x "$bin" ] || { echo "$0: $bin is missing: build first (make build)" >&2; exit 2; }
-mkdir -p "$2" || exit 2
-out=$(cd "$2" && pwd)
+. "$(dirname "$0")/lib.sh"
+cmb_dirs "[cumembench options...]" "$@"
 shift 2
 
 # Replay's sample traces are named relative to the source tree.

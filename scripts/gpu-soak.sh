@@ -16,15 +16,8 @@
 # totals. Exit status 0 when every check holds.
 set -u
 
-if [ $# -lt 2 ]; then
-    echo "usage: $0 BUILD_DIR OUT_DIR [MINUTES]" >&2
-    exit 2
-fi
-build=$(cd "$1" 2>/dev/null && pwd) || { echo "$0: no such build directory: $1" >&2; exit 2; }
-bin="$build/cumembench"
-[ -x "$bin" ] || { echo "$0: $bin is missing: build first (make build)" >&2; exit 2; }
-mkdir -p "$2" || exit 2
-out=$(cd "$2" && pwd)
+. "$(dirname "$0")/lib.sh"
+cmb_dirs "[MINUTES]" "$@"
 seconds=$(awk -v m="${3:-10.5}" 'BEGIN { printf "%d", m * 60 }')
 cd "$(dirname "$0")/.." || exit 2
 
