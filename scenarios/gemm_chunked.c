@@ -358,15 +358,16 @@ static const cmb_param_spec gemm_params[] = {
     {"samples", CMB_P_INT, "16", "32", 1, 4096, NULL, "result entries checked per tile"},
 };
 
+/* chunked at two budgets or more: time against memory is a curve */
 static const char *const gemm_quick_grids[] = {
     "mode=whole",
-    "mode=chunked",
+    "mode=chunked;budget=128MiB,256MiB",
     NULL,
 };
 
 static const char *const gemm_full_grids[] = {
     "mode=whole",
-    "mode=chunked;budget=512MiB,1GiB",
+    "mode=chunked;budget=256MiB,512MiB,1GiB,4GiB",
     NULL,
 };
 

@@ -92,7 +92,7 @@ static void presets_expand_as_intended(void **state)
     } expect[] = {
         {"stream-async", 1, 4 * 3 * 2}, /* streams x size x spin_us */
         {"shared-mem", 1, 1},
-        {"gemm-chunked", 2, 2 + 4},     /* whole x dtype; chunked x dtype x budget */
+        {"gemm-chunked", 3, 2 + 8},     /* whole x dtype; chunked x dtype x budget */
         {"batch-sweep", 1, 1},
         {"leak-check", 2, 2 * 2 * 2},   /* variant (x failure x size) */
         {"pinned", 1, 7},
@@ -109,15 +109,18 @@ static void presets_expand_as_intended(void **state)
             fail_msg("%s full: %zu sets, expected %zu", expect[i].name, n, expect[i].full);
         free(sets);
     }
-    /* gemm-chunked quick: one whole and one chunked case of n=4096 float64 */
-    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_QUICK, &sets), 2);
+    /* gemm-chunked quick: one whole case and chunked cases at two budgets
+     * (time against memory is a curve), n=4096 float64 */
+    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_QUICK, &sets), 3);
     assert_string_equal(cmb_param_set_get(&sets[0], "mode"), "whole");
     assert_string_equal(cmb_param_set_get(&sets[1], "mode"), "chunked");
+    assert_string_equal(cmb_param_set_get(&sets[1], "budget"), "128MiB");
+    assert_string_equal(cmb_param_set_get(&sets[2], "budget"), "256MiB");
     assert_string_equal(cmb_param_set_get(&sets[1], "n"), "4096");
     assert_string_equal(cmb_param_set_get(&sets[1], "dtype"), "f64");
     free(sets);
     /* the defaults: 10000 x 10000 in the full preset, MLP 100-500-10 */
-    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_FULL, &sets), 6);
+    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_FULL, &sets), 10);
     assert_string_equal(cmb_param_set_get(&sets[0], "n"), "10000");
     free(sets);
     assert_int_equal(n_sets("batch-sweep", CMB_PRESET_QUICK, &sets), 1);
