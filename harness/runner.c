@@ -402,8 +402,12 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
     fprintf(out->log, "=== %s\n", pc->spec.name);
     fflush(out->log);
     cmb_devcheck_before(dc);
+    double t0 = cmb_now_s();
     int spawn_failed = cmb_spawn_run(a->argv, timeout_s, feed_results, reader, NULL, NULL, out->log, &res);
+    double case_s = cmb_now_s() - t0;
     cmb_devcheck_after(dc);
+    fprintf(out->log, "--- %s: %.2f s in its process\n", pc->spec.name, case_s);
+    fflush(out->log);
     if (!spawn_failed && res.interrupted) {
         snprintf(line, line_len, "interrupted (not recorded)");
         goto out; /* not finished: not written, so --resume runs it again */
@@ -441,6 +445,7 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
     }
     rc = cmb_output_case(out, &row, reader->runs, reader->n, err, errlen);
     progress_line(reader->runs, reader->n, line, line_len);
+    snprintf(line + strlen(line), line_len - strlen(line), "  (%.1f s)", case_s);
     char note[320];
     if (cmb_devcheck_note(dc, note, sizeof note))
         snprintf(line + strlen(line), line_len - strlen(line), "  WARNING: %s", note);
