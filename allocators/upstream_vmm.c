@@ -1,11 +1,13 @@
 /* upstream_vmm.c - CUDA virtual memory management.
  *
  * va_reserve -> cuMemAddressReserve; map -> one cuMemCreate physical handle
- * per granularity page, cuMemMap of each, then one cuMemSetAccess over the
- * range (pages are separate handles so that any page can be unmapped alone,
- * as PyTorch's expandable segments need); unmap -> cuMemUnmap + cuMemRelease
- * per page. alloc() reserves and maps one handle of the size rounded up to
- * the granularity, which is what cudaMalloc does for large sizes.
+ * of the whole range, cuMemMap, then cuMemSetAccess over it: one handle per
+ * call, as PyTorch's ExpandableSegment::map creates one per page of
+ * segment_size_ (2 MiB or 20 MiB; c10/cuda/CUDACachingAllocator.cpp);
+ * unmap -> cuMemUnmap + cuMemRelease of each handle the range covers, which
+ * must be whole (the driver cannot unmap part of a handle). alloc() reserves
+ * and maps one handle of the size rounded up to the granularity, which is
+ * what cudaMalloc does for large sizes.
  * The granularity is the device's minimum (2 MiB on H100 and H200,
  * measured; see DESIGN.md). Entry points come from cudaGetDriverEntryPoint*.
  */
@@ -29,7 +31,8 @@ typedef struct vmm_state {
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
     size_t granularity;
-    cmb_hashmap handles; /* mapped page va (or alloc ptr) -> handle */
+    cmb_hashmap handles; /* mapped range's va (or alloc ptr) -> handle */
+    cmb_hashmap sizes;   /* the same va -> the handle's size */
     uint64_t used;       /* physical bytes after rounding */
     uint64_t used_peak;
 } vmm_state;
@@ -62,7 +65,9 @@ static cmb_status vmm_open(const cmb_upstream_config *cfg, void **state, size_t 
         return CMB_ERR_CUDA;
     }
     vmm_state *s = calloc(1, sizeof *s);
-    if (!s || cmb_hashmap_init(&s->handles, 1024)) {
+    if (!s || cmb_hashmap_init(&s->handles, 1024) || cmb_hashmap_init(&s->sizes, 1024)) {
+        if (s)
+            cmb_hashmap_free(&s->handles);
         free(s);
         snprintf(err, errlen, "host out of memory");
         return CMB_ERR_HOST_NOMEM;
@@ -78,6 +83,7 @@ static cmb_status vmm_open(const cmb_upstream_config *cfg, void **state, size_t 
     if (r != CUDA_SUCCESS || !s->granularity) {
         snprintf(err, errlen, "vmm upstream: cuMemGetAllocationGranularity failed (%d)", (int)r);
         cmb_hashmap_free(&s->handles);
+        cmb_hashmap_free(&s->sizes);
         free(s);
         return CMB_ERR_CUDA;
     }
@@ -91,6 +97,7 @@ static void vmm_close(void *state)
 {
     vmm_state *s = state;
     cmb_hashmap_free(&s->handles);
+    cmb_hashmap_free(&s->sizes);
     free(s);
 }
 
@@ -106,7 +113,8 @@ static cmb_status map_one(vmm_state *s, CUdeviceptr va, size_t size)
         s->cu->cuMemRelease(h);
         return cu_status(r);
     }
-    if (cmb_hashmap_put(&s->handles, (uint64_t)va, (uint64_t)h)) {
+    if (cmb_hashmap_put(&s->handles, (uint64_t)va, (uint64_t)h) || cmb_hashmap_put(&s->sizes, (uint64_t)va, size)) {
+        cmb_hashmap_remove(&s->handles, (uint64_t)va, NULL);
         s->cu->cuMemUnmap(va, size);
         s->cu->cuMemRelease(h);
         return CMB_ERR_HOST_NOMEM;
@@ -120,6 +128,7 @@ static cmb_status unmap_one(vmm_state *s, CUdeviceptr va, size_t size)
     uint64_t h;
     if (!cmb_hashmap_remove(&s->handles, (uint64_t)va, &h))
         return CMB_ERR_INVALID;
+    cmb_hashmap_remove(&s->sizes, (uint64_t)va, NULL);
     CUresult r = s->cu->cuMemUnmap(va, size);
     CUresult r2 = s->cu->cuMemRelease((CUmemGenericAllocationHandle)h);
     account(s, -(int64_t)size);
@@ -143,14 +152,33 @@ static cmb_status vmm_va_release(void *state, void *va, size_t size)
     return cu_status(s->cu->cuMemAddressFree((CUdeviceptr)(uintptr_t)va, size));
 }
 
+/* Does [va, va+size) cover whole mapped handles, back to back? */
+static int covers_whole_handles(vmm_state *s, uintptr_t va, size_t size)
+{
+    size_t off = 0;
+    while (off < size) {
+        uint64_t len;
+        if (!cmb_hashmap_get(&s->sizes, (uint64_t)(va + off), &len) || !len || len > size - off)
+            return 0;
+        off += (size_t)len;
+    }
+    return 1;
+}
+
 static cmb_status vmm_unmap(void *state, void *va, size_t size)
 {
     vmm_state *s = state;
+    uintptr_t base = (uintptr_t)va;
     cmb_status first_error = CMB_OK;
-    for (size_t off = 0; off < size; off += s->granularity) {
-        cmb_status st = unmap_one(s, (CUdeviceptr)(uintptr_t)va + off, s->granularity);
+    if (!covers_whole_handles(s, base, size))
+        return CMB_ERR_INVALID;
+    for (size_t off = 0; off < size;) {
+        uint64_t len = 0;
+        cmb_hashmap_get(&s->sizes, (uint64_t)(base + off), &len);
+        cmb_status st = unmap_one(s, (CUdeviceptr)(base + off), (size_t)len);
         if (st != CMB_OK && first_error == CMB_OK)
             first_error = st;
+        off += (size_t)len;
     }
     return first_error;
 }
@@ -159,21 +187,12 @@ static cmb_status vmm_map(void *state, void *va, size_t size)
 {
     vmm_state *s = state;
     CUdeviceptr base = (CUdeviceptr)(uintptr_t)va;
-    size_t off;
-    cmb_status st = CMB_OK;
-    for (off = 0; off < size; off += s->granularity) {
-        st = map_one(s, base + off, s->granularity);
-        if (st != CMB_OK)
-            goto out_unmap;
-    }
+    cmb_status st = map_one(s, base, size);
+    if (st != CMB_OK)
+        return st;
     st = cu_status(s->cu->cuMemSetAccess(base, size, &s->access, 1));
     if (st != CMB_OK)
-        goto out_unmap;
-    return CMB_OK;
-
-out_unmap:
-    if (off)
-        vmm_unmap(s, va, off);
+        unmap_one(s, base, size);
     return st;
 }
 

@@ -15,7 +15,7 @@
 #include "spawn.h"
 
 #define PROBE_TIMEOUT_S 60.0
-#define POLL_S 0.1
+#define POLL_S 0.02
 
 /* --- NVML, loaded at run time (no link to the driver) ------------------------------ */
 

@@ -46,7 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
+#include "cublas_loader.h"
 #include <cuda_runtime_api.h>
 
 #include "../harness/clock.h"
@@ -231,7 +231,7 @@ static cmb_status forward(cmb_case *c, mlp *m, step_buffers *sb, uint64_t batch)
     for (int l = 1; l <= m->sh.layers; l++) {
         uint64_t in = m->sh.d[l - 1], out = m->sh.d[l];
         TAKE(sb->z[l], out * batch);
-        BLAS_OK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, m->w[l], (int)out,
+        BLAS_OK(m->blas->api->sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, m->w[l], (int)out,
                             sb->h[l - 1], (int)in, &zero, sb->z[l], (int)out),
                 "cublasSgemm (forward)");
         CUDA_OK(cmb_mlp_add_bias(sb->z[l], m->b[l], out, batch, s), "bias kernel");
@@ -258,13 +258,13 @@ static cmb_status backward(cmb_case *c, mlp *m, step_buffers *sb, uint64_t batch
         uint64_t in = m->sh.d[l - 1], out = m->sh.d[l];
         TAKE(sb->gw[l], out * in);
         TAKE(sb->gb[l], out);
-        BLAS_OK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)out, (int)in, (int)batch, &one, sb->dz[l], (int)out,
+        BLAS_OK(m->blas->api->sgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)out, (int)in, (int)batch, &one, sb->dz[l], (int)out,
                             sb->h[l - 1], (int)in, &zero, sb->gw[l], (int)out),
                 "cublasSgemm (weight gradient)");
         CUDA_OK(cmb_mlp_bias_grad(sb->gb[l], sb->dz[l], out, batch, s), "bias gradient kernel");
         if (l > 1) {
             TAKE(sb->dh, in * batch);
-            BLAS_OK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)in, (int)batch, (int)out, &one, m->w[l], (int)out,
+            BLAS_OK(m->blas->api->sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)in, (int)batch, (int)out, &one, m->w[l], (int)out,
                                 sb->dz[l], (int)out, &zero, sb->dh, (int)in),
                     "cublasSgemm (input gradient)");
             TAKE(sb->dz[l - 1], in * batch);

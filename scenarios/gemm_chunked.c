@@ -37,7 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <cublas_v2.h>
+#include "cublas_loader.h"
 #include <cuda_runtime_api.h>
 
 #include "../harness/clock.h"
@@ -130,10 +130,10 @@ static cmb_status gemm_tile(cmb_case *c, gemm_run *g, const void *a, const void 
     if (st != CMB_OK)
         return st;
     if (g->p.t == CMB_F64)
-        st = _cmb_cublas(c, cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, nn, k, &one, a, m, b, k, &zero, cm, m),
+        st = _cmb_cublas(c, g->blas.api->dgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, nn, k, &one, a, m, b, k, &zero, cm, m),
                          "cublasDgemm");
     else
-        st = _cmb_cublas(c, cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, nn, k, &onef, a, m, b, k, &zerof, cm, m),
+        st = _cmb_cublas(c, g->blas.api->sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, nn, k, &onef, a, m, b, k, &zerof, cm, m),
                          "cublasSgemm");
     if (st == CMB_OK)
         st = _cmb_cuda(c, cudaEventRecord(g->ev[1], s), "cudaEventRecord");

@@ -351,7 +351,7 @@ const cmb_scenario cmb_scenario_replay = {
                 "setting, and what is the smallest GPU it fits on?",
     .params = replay_params,
     .n_params = sizeof replay_params / sizeof replay_params[0],
-    .flags = CMB_SCN_TIMELINE,
+    .flags = CMB_SCN_TIMELINE | CMB_SCN_NO_PROBE, /* fit and hold, not the capacity after */
     .check = replay_check,
     .run = replay_run_case,
 };

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include <cublas_v2.h>
+#include "cublas_loader.h"
 #include <cuda_runtime_api.h>
 
 /* --- a list of live blocks ------------------------------------------------------------ */
@@ -62,7 +62,11 @@ cmb_status _cmb_cublas(cmb_case *c, int status, const char *what)
 {
     if (status == CUBLAS_STATUS_SUCCESS)
         return CMB_OK;
-    return cmb_case_fail(c, CMB_ERR_CUDA, "%s: %s", what, cublasGetStatusString((cublasStatus_t)status));
+    char err[64];
+    const _cmb_cublas_api *api = _cmb_cublas_load(err, sizeof err);
+    if (!api)
+        return cmb_case_fail(c, CMB_ERR_CUDA, "%s: cuBLAS status %d", what, status);
+    return cmb_case_fail(c, CMB_ERR_CUDA, "%s: %s", what, api->status_string((cublasStatus_t)status));
 }
 
 /* --- cuBLAS ---------------------------------------------------------------------------------- */
@@ -76,7 +80,7 @@ cmb_status _cmb_blas_attach(cmb_case *c, _cmb_blas *b)
     }
     if (!b->handle)
         return CMB_OK;
-    return _cmb_cublas(c, cublasSetWorkspace((cublasHandle_t)b->handle, b->workspace, CMB_CUBLAS_WORKSPACE),
+    return _cmb_cublas(c, b->api->set_workspace((cublasHandle_t)b->handle, b->workspace, CMB_CUBLAS_WORKSPACE),
                        "cublasSetWorkspace");
 }
 
@@ -84,7 +88,7 @@ void _cmb_blas_detach(cmb_case *c, _cmb_blas *b)
 {
     if (b->handle) {
         cudaStreamSynchronize((cudaStream_t)cmb_case_stream(c, 0));
-        cublasSetWorkspace((cublasHandle_t)b->handle, NULL, 0);
+        b->api->set_workspace((cublasHandle_t)b->handle, NULL, 0);
     }
     if (b->workspace)
         cmb_free(c, b->workspace, cmb_case_stream(c, 0));
@@ -94,14 +98,20 @@ void _cmb_blas_detach(cmb_case *c, _cmb_blas *b)
 cmb_status _cmb_blas_create(cmb_case *c, _cmb_blas *b)
 {
     cublasHandle_t h = NULL;
+    char err[320];
     b->handle = b->workspace = NULL;
+    b->api = NULL;
     if (!_cmb_gpu(c))
         return CMB_OK;
-    cmb_status st = _cmb_cublas(c, cublasCreate(&h), "cublasCreate");
+    const _cmb_cublas_api *api = _cmb_cublas_load(err, sizeof err);
+    if (!api)
+        return cmb_case_fail(c, CMB_ERR_UNSUPPORTED, "%s", err);
+    cmb_status st = _cmb_cublas(c, api->create(&h), "cublasCreate");
     if (st != CMB_OK)
         return st;
+    b->api = api;
     b->handle = h;
-    return _cmb_cublas(c, cublasSetStream(h, (cudaStream_t)cmb_case_stream(c, 0)), "cublasSetStream");
+    return _cmb_cublas(c, api->set_stream(h, (cudaStream_t)cmb_case_stream(c, 0)), "cublasSetStream");
 }
 
 cmb_status _cmb_blas_open(cmb_case *c, _cmb_blas *b)
@@ -116,7 +126,7 @@ void _cmb_blas_close(cmb_case *c, _cmb_blas *b)
 {
     _cmb_blas_detach(c, b);
     if (b->handle)
-        cublasDestroy((cublasHandle_t)b->handle);
+        b->api->destroy((cublasHandle_t)b->handle);
     b->handle = NULL;
 }
 

@@ -36,7 +36,10 @@ cmb_status _cmb_cublas(cmb_case *c, int status, const char *what);
  * cublasSetWorkspace); less on older GPUs, so 32 MiB serves all. */
 #define CMB_CUBLAS_WORKSPACE (32ull << 20)
 
+typedef struct _cmb_cublas_api _cmb_cublas_api;
+
 typedef struct _cmb_blas {
+    const _cmb_cublas_api *api; /* cuBLAS's entry points; NULL in sim mode */
     void *handle;    /* cublasHandle_t; NULL in sim mode */
     void *workspace; /* from cmb_alloc, in sim mode too (same traffic) */
 } _cmb_blas;

@@ -339,10 +339,18 @@ static const cmb_param_spec stream_async_params[] = {
     {"streams", CMB_P_INT, "4", "1,2,4,8", 1, MAX_STREAMS, NULL, "streams the traffic is spread over"},
     {"rounds", CMB_P_INT, "50", "200", 1, 1e6, NULL, "phase 1 rounds (allocate, kernels, free per stream)"},
     {"blocks", CMB_P_INT, "4", "8", 1, 1024, NULL, "blocks per stream and round"},
-    {"size", CMB_P_SIZE, "1MiB", "64KiB,1MiB,16MiB", 1024, 17179869184.0, NULL,
+    {"size", CMB_P_SIZE, "1MiB", "1MiB", 1024, 17179869184.0, NULL,
      "block size (phase 1 draws sizes in [size/2, size])"},
-    {"spin_us", CMB_P_INT, "200", "50,500", 0, 1e6, NULL, "duration of the spinning kernel, microseconds"},
+    {"spin_us", CMB_P_INT, "200", "500", 0, 1e6, NULL, "duration of the spinning kernel, microseconds"},
     {"trials", CMB_P_INT, "6", "24", 1, 100000, NULL, "reuse trials per pattern (same, event, none)"},
+};
+
+/* full: the stream count swept at 1 MiB under long kernels, then small and
+ * large blocks under short kernels at 4 streams */
+static const char *const stream_async_full_grids[] = {
+    "",
+    "streams=4;size=64KiB,16MiB;spin_us=50",
+    NULL,
 };
 
 const cmb_scenario cmb_scenario_stream_async = {
@@ -352,6 +360,7 @@ const cmb_scenario cmb_scenario_stream_async = {
     .params = stream_async_params,
     .n_params = sizeof stream_async_params / sizeof stream_async_params[0],
     .flags = CMB_SCN_NO_PROBE,
+    .full_grids = stream_async_full_grids,
     .check = stream_async_check,
     .run = stream_async_run,
 };

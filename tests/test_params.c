@@ -49,14 +49,20 @@ static void preset_grids(void **state)
 {
     (void)state;
     cmb_param_set *sets;
-    /* quick: n=10000 x max_size {1,64} MiB x dist {uniform, bimodal} */
-    assert_int_equal(expand("churn", CMB_PRESET_QUICK, NULL, 0, &sets), 4);
+    /* quick: n=10000 x max_size {1,64} MiB, uniform, with the checkerboard */
+    assert_int_equal(expand("churn", CMB_PRESET_QUICK, NULL, 0, &sets), 2);
     assert_string_equal(cmb_param_set_get(&sets[0], "max_size"), "1MiB");
-    assert_string_equal(cmb_param_set_get(&sets[0], "dist"), "uniform");
-    assert_string_equal(cmb_param_set_get(&sets[1], "dist"), "bimodal");
+    assert_string_equal(cmb_param_set_get(&sets[1], "max_size"), "64MiB");
+    assert_string_equal(cmb_param_set_get(&sets[1], "dist"), "uniform");
+    assert_string_equal(cmb_param_set_get(&sets[1], "checkerboard"), "true");
     free(sets);
-    /* full: RMM's 3 x 6 grid of uniform sizes, plus 2 x 2 other distributions */
-    assert_int_equal(expand("churn", CMB_PRESET_FULL, NULL, 0, &sets), 18 + 4);
+    /* full: RMM's 3 x 6 grid of uniform sizes without the checkerboard (the
+     * traffic bound skips 6 of them when the cases are planned), the
+     * checkerboard under 2 sizes x 3 distributions, 2 more distributions */
+    assert_int_equal(expand("churn", CMB_PRESET_FULL, NULL, 0, &sets), 18 + 6 + 2);
+    assert_string_equal(cmb_param_set_get(&sets[0], "checkerboard"), "false");
+    assert_string_equal(cmb_param_set_get(&sets[0], "traffic_max"), "4TiB");
+    assert_string_equal(cmb_param_set_get(&sets[18], "checkerboard"), "true");
     free(sets);
     /* a sweep on the command line replaces the preset's values */
     cmb_param_override ov[] = {{"n", "100,200,300"}, {"dist", "loguniform"}};
@@ -69,8 +75,30 @@ static void preset_grids(void **state)
     free(sets);
     /* overrides that fold grids together leave no duplicate cases */
     cmb_param_override same[] = {{"n", "10000"}, {"max_size", "64MiB"}, {"dist", "bimodal"}};
-    assert_int_equal(expand("churn", CMB_PRESET_FULL, same, 3, &sets), 1);
+    assert_int_equal(expand("churn", CMB_PRESET_FULL, same, 3, &sets), 2); /* with and without the checkerboard */
     free(sets);
+}
+
+/* The full preset's traffic bound: a grid point above it is planned as a
+ * skipped case with the reason; --param traffic_max=0 runs it. */
+static void traffic_bound_skips(void **state)
+{
+    (void)state;
+    char args[2048], out[65536], cmd[4096];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario churn --allocator cuda --preset full --param n=10000 "
+             "--param max_size=256MiB,1GiB --param dist=uniform --param checkerboard=false --param live_cap=4GiB "
+             "--repetitions 1 "
+             "--out %s/t",
+             dir);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "grep -c ',skipped,.*above traffic_max' %s/t/results.csv", dir);
+    cmb_test_sh(cmd, out, sizeof out);
+    assert_string_equal(out, "1\n");
+    snprintf(cmd, sizeof cmd, "grep -c 'max_size:256MiB.*,0,ok,time_s,' %s/t/results.csv", dir);
+    cmb_test_sh(cmd, out, sizeof out);
+    assert_string_equal(out, "1\n");
 }
 
 /* A repetition reports the RMM semantics: n allocations made, live bytes
@@ -113,6 +141,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(canonical_values),
         cmocka_unit_test(preset_grids),
+        cmocka_unit_test(traffic_bound_skips),
         cmocka_unit_test(churn_generator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
