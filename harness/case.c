@@ -747,11 +747,12 @@ static void probe_capacity(cmb_case *c)
     uint64_t live = (uint64_t)c->mt.requested.current, largest = 0;
     if (c->capacity <= live)
         return;
-    /* sim: to the byte (512 B); GPU: 2 MiB pages, or 1/4096 of the capacity
-     * on a large device (12 steps of the bisection instead of 16) */
+    /* sim: to the byte (512 B); GPU: 1/256 of the capacity in whole 2 MiB
+     * pages (8 steps of the bisection, each an allocation near the device's
+     * size, instead of 16 at 2 MiB) */
     uint64_t resolution = 512;
     if (c->spec->mode == CMB_MODE_GPU) {
-        resolution = (c->capacity / 4096) & ~(uint64_t)((2u << 20) - 1);
+        resolution = (c->capacity / 256) & ~(uint64_t)((2u << 20) - 1);
         if (resolution < (2u << 20))
             resolution = 2u << 20;
     }
