@@ -8,7 +8,9 @@ usage: results-table.py RUN_DIR --scenario S [--metric M[:unit] ...]
 units: ns us ms s GiB MiB x (ratio) raw; time_s is the case time.
 """
 import argparse
+import gzip
 import json
+import os
 import statistics
 import sys
 from collections import defaultdict
@@ -18,8 +20,10 @@ SCALE = {"ns": (1e9, "ns"), "us": (1e6, "us"), "ms": (1e3, "ms"), "s": (1, "s"),
 
 
 def load(run):
-    path = run if run.endswith(".json") else run + "/results.json"
-    with open(path) as f:
+    path = run if run.endswith((".json", ".json.gz")) else run + "/results.json"
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"  # committed runs are kept compressed
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         return json.load(f)
 
 

@@ -1,10 +1,12 @@
 """Reading cumembench result directories: results.csv (the numbers, one row
 per case, repetition and metric, plus one row per failed or skipped case),
 results.json (the environment, from its context block) and timelines/*.csv
-(memory over time). Nothing here guesses: a case that failed, was skipped
+(memory over time); committed runs may hold results.csv.gz and
+results.json.gz instead, read the same. Nothing here guesses: a case that failed, was skipped
 or was not run stays so, and a metric a case did not report is absent."""
 
 import csv
+import gzip
 import json
 import os
 import statistics
@@ -105,8 +107,19 @@ class Run:
 # --- loading --------------------------------------------------------------------------
 
 
+def existing(path):
+    """path, or path.gz where only the compressed file is there (committed runs), or None."""
+    if os.path.isfile(path):
+        return path
+    return path + ".gz" if os.path.isfile(path + ".gz") else None
+
+
+def open_text(path):
+    return gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")
+
+
 def _read_csv(path):
-    with open(path, newline="") as f:
+    with open_text(path) as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None:
@@ -197,8 +210,8 @@ def _timelines(path):
 
 def load_run(path):
     path = os.path.normpath(path)
-    csv_path = os.path.join(path, "results.csv")
-    if not os.path.isfile(csv_path):
+    csv_path = existing(os.path.join(path, "results.csv"))
+    if not csv_path:
         raise ReportError(f"{path}: no results.csv here (not a cumembench result directory)")
     cases = OrderedDict()
     run_id = gpu = mode = ""
@@ -206,10 +219,10 @@ def load_run(path):
         run_id, gpu, mode = run_id or row["run_id"], gpu or row["gpu"], mode or row["mode"]
         _add_row(cases, csv_path, lineno, row)
     context = {}
-    json_path = os.path.join(path, "results.json")
-    if os.path.isfile(json_path):
+    json_path = existing(os.path.join(path, "results.json"))
+    if json_path:
         try:
-            with open(json_path) as f:
+            with open_text(json_path) as f:
                 context = json.load(f).get("context", {})
         except (ValueError, OSError) as e:
             raise ReportError(f"{json_path}: not readable JSON ({e})") from None
