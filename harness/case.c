@@ -106,6 +106,11 @@ cmb_mode cmb_case_mode(const cmb_case *c) { return c->spec->mode; }
 uint64_t cmb_case_seed(const cmb_case *c) { return c->spec->seed; }
 int cmb_case_device(const cmb_case *c) { return c->spec->device; }
 uint64_t cmb_case_capacity(const cmb_case *c) { return c->capacity; }
+
+double cmb_case_clock(const cmb_case *c)
+{
+    return cmb_now_s() - (c->have_mt ? (double)c->mt.overhead_ns * 1e-9 : 0.0);
+}
 const char *cmb_case_allocator_name(const cmb_case *c) { return c->spec->alloc.name; }
 
 static const char *param_or_die(const cmb_case *c, const char *name)

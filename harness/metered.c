@@ -85,14 +85,18 @@ cmb_status cmb_metered_alloc(cmb_metered *mt, size_t size, cmb_stream s, void **
     int new_peak = mt->requested.current + (int64_t)size > mt->requested.peak;
     cmb_stat_increase(&mt->requested, (int64_t)size);
     cmb_stat_increase(&mt->blocks, 1);
-    if (new_peak)
-        snapshot_peak(mt);
-    if (mt->sample_device) {
-        uint64_t used = mt->sample_device(mt->sample_ctx);
-        if (used > mt->device_peak)
-            mt->device_peak = used;
+    if (new_peak || mt->sample_device || mt->n_observers) {
+        uint64_t h0 = cmb_now_ns();
+        if (new_peak)
+            snapshot_peak(mt);
+        if (mt->sample_device) {
+            uint64_t used = mt->sample_device(mt->sample_ctx); /* cudaMemGetInfo: microseconds */
+            if (used > mt->device_peak)
+                mt->device_peak = used;
+        }
+        notify(mt, CMB_OP_ALLOC, *ptr, size, s);
+        mt->overhead_ns += cmb_now_ns() - h0;
     }
-    notify(mt, CMB_OP_ALLOC, *ptr, size, s);
     return CMB_OK;
 }
 
@@ -118,7 +122,11 @@ cmb_status cmb_metered_dealloc(cmb_metered *mt, void *ptr, cmb_stream s)
     mt->frees++;
     cmb_stat_decrease(&mt->requested, (int64_t)size);
     cmb_stat_decrease(&mt->blocks, 1);
-    notify(mt, CMB_OP_FREE, ptr, (size_t)size, s);
+    if (mt->n_observers) {
+        uint64_t h0 = cmb_now_ns();
+        notify(mt, CMB_OP_FREE, ptr, (size_t)size, s);
+        mt->overhead_ns += cmb_now_ns() - h0;
+    }
     return CMB_OK;
 }
 

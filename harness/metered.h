@@ -45,6 +45,11 @@ typedef struct cmb_metered {
 
     int time_ops; /* read the clock around each call (default 1) */
 
+    /* Time the harness spent on its own bookkeeping inside alloc and free
+     * (device sampling, peak snapshots, observers): cmb_case_clock leaves
+     * it out of a scenario's timed region. */
+    uint64_t overhead_ns;
+
     cmb_observer_fn observers[4];
     void *observer_ctx[4];
     int n_observers;

@@ -237,9 +237,9 @@ static cmb_status contention_run(cmb_case *c)
     if (st == CMB_OK)
         st = hold_phase(c, &ct);
     if (st == CMB_OK) {
-        double t0 = cmb_now_s();
+        double t0 = cmb_case_clock(c);
         st = demand_phase(c, &ct);
-        cmb_case_set_time(c, cmb_now_s() - t0);
+        cmb_case_set_time(c, cmb_case_clock(c) - t0);
     }
     if (st == CMB_OK)
         st = recover_phase(c, &ct);

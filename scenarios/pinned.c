@@ -136,13 +136,13 @@ static cmb_status pinned_run(cmb_case *c)
     if (st != CMB_OK)
         return cmb_case_fail(c, st, "device buffer of %zu bytes", size);
     st = open_buffers(c, &h, size);
-    double t0 = cmb_now_s();
+    double t0 = cmb_case_clock(c);
     for (int k = 0; k < N_KINDS && st == CMB_OK; k++) {
         st = time_copies(c, dev, h.buf[k], size, cudaMemcpyHostToDevice, iters, &h2d[k]);
         if (st == CMB_OK)
             st = time_copies(c, h.buf[k], dev, size, cudaMemcpyDeviceToHost, iters, &d2h[k]);
     }
-    cmb_case_set_time(c, cmb_now_s() - t0);
+    cmb_case_set_time(c, cmb_case_clock(c) - t0);
     close_buffers(&h);
     if (st == CMB_OK)
         report(c, &h, h2d, d2h, size);

@@ -277,11 +277,11 @@ static cmb_status replay_run_case(cmb_case *c)
         return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
     cmb_case_set_op_timing(c, cmb_param_bool(c, "op_latency"));
 
-    double t0 = cmb_now_s();
+    double t0 = cmb_case_clock(c);
     st = replay_events(c, &run);
     if (st == CMB_OK)
         st = cmb_case_sync(c);
-    double seconds = cmb_now_s() - t0;
+    double seconds = cmb_case_clock(c) - t0;
     cmb_case_set_time(c, seconds);
     if (st == CMB_OK)
         trace_counters(c, &cache, run.passes, run.ooms, seconds);

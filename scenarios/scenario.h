@@ -146,6 +146,11 @@ cmb_status cmb_case_sync(cmb_case *c);
 
 /* The time of this repetition's measured region, in seconds. */
 void cmb_case_set_time(cmb_case *c, double seconds);
+/* A clock in seconds for the scenario's timed region: the wall clock less
+ * the harness's own bookkeeping inside cmb_alloc and cmb_free (device
+ * sampling, peak snapshots, timelines), so a timed region measures the
+ * allocator and the scenario's work only. */
+double cmb_case_clock(const cmb_case *c);
 /* A scenario counter; bytes_like prints with 1024 multiples. */
 void cmb_case_counter(cmb_case *c, const char *name, double value);
 /* A note for the output (e.g. "GPU kernels skipped in sim mode"). */

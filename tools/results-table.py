@@ -5,6 +5,9 @@ the median over the repetitions of each requested metric with its spread
 
 usage: results-table.py RUN_DIR --scenario S [--metric M[:unit] ...]
                         [--where k=v ...] [--columns param,...] [--allocators a,b]
+                        [--pivot param [--median-only]]
+--pivot P: one metric, one column per value of the parameter P (a grid as
+a matrix); --median-only drops the spreads (they are in the run's files).
 units: ns us ms s GiB MiB x (ratio) raw; time_s is the case time.
 """
 import argparse
@@ -60,7 +63,11 @@ def main():
     ap.add_argument("--where", action="append", default=[])
     ap.add_argument("--columns", default="")
     ap.add_argument("--allocators", default="")
+    ap.add_argument("--pivot", default="")
+    ap.add_argument("--median-only", action="store_true")
     a = ap.parse_args()
+    if a.pivot and len(a.metric) != 1:
+        ap.error("--pivot takes exactly one --metric")
     d = load(a.run)
     ctx = d["context"]
     where = dict(w.split("=", 1) for w in a.where)
@@ -87,6 +94,8 @@ def main():
     if allow:
         order.sort(key=lambda k: allow.index(k[0]))  # stable: run order within
     metrics = [m.split(":") if ":" in m else (m, "raw") for m in a.metric]
+    if a.pivot:
+        return print_pivot(a, cols, metrics[0], rows, failed, order, ctx)
     head = ["allocator"] + cols + [f"{m} ({SCALE[u][1]})" if SCALE[u][1] else m for m, u in metrics]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -96,6 +105,39 @@ def main():
         else:
             cells = [fmt([v for v in (value_of(b, m) for b in rows[key]) if v is not None], u) for m, u in metrics]
         print("| " + " | ".join(list(key) + cells) + " |")
+    footer(ctx, rows)
+
+
+def print_pivot(a, cols, metric, rows, failed, order, ctx):
+    """One row per allocator (and the other --columns), one column per value of --pivot."""
+    m, u = metric
+    pi = cols.index(a.pivot) + 1 if a.pivot in cols else None
+    if pi is None:
+        raise SystemExit("results-table.py: --pivot must also be one of --columns")
+    values, lines = [], {}
+    for key in order:
+        v = key[pi]
+        if v not in values:
+            values.append(v)
+        line = key[:pi] + key[pi + 1:]
+        if line not in lines:
+            lines[line] = {}
+        if key in failed and not rows.get(key):
+            lines[line][v] = "failed"
+        else:
+            vals = [x for x in (value_of(b, m) for b in rows[key]) if x is not None]
+            lines[line][v] = fmt([statistics.median(vals)] if a.median_only and vals else vals, u)
+    head = ["allocator"] + [c for c in cols if c != a.pivot] + [f"{a.pivot}={v}" for v in values]
+    print(f"{m}" + (f" ({SCALE[u][1]})" if SCALE[u][1] else ""))
+    print()
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for line, cells in lines.items():
+        print("| " + " | ".join(list(line) + [cells.get(v, "") for v in values]) + " |")
+    footer(ctx, rows)
+
+
+def footer(ctx, rows):
     reps = max((len(v) for v in rows.values()), default=0)
     print(f"\n{ctx.get('gpu_name', 'sim')}, driver {ctx.get('driver_version', 'n/a')}, "
           f"CUDA runtime {ctx.get('cuda_runtime', 'n/a')}, {ctx.get('mode')} mode, median ({'min–max' if reps > 1 else 'one run'}) "
