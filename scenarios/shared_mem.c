@@ -79,9 +79,9 @@ static cmb_status alloc_buffers(cmb_case *c, _cmb_blocks *b, level_result *r)
         return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
     for (uint64_t i = 0; i < n && st == CMB_OK; i++) {
         void *p;
-        double t0 = cmb_now_s();
+        double t0 = cmb_case_clock(c);
         st = cmb_alloc(c, size, s, &p);
-        lat[i] = (cmb_now_s() - t0) * 1e6;
+        lat[i] = (cmb_case_clock(c) - t0) * 1e6;
         if (st != CMB_OK)
             st = cmb_case_fail(c, st, "buffer allocation of %llu bytes failed", (unsigned long long)size);
         else if (_cmb_blocks_push(b, p, size))
@@ -212,14 +212,14 @@ static cmb_status shmem_run(cmb_case *c)
     st = _cmb_cuda(c, cmb_smem_stage(NULL, 0, 0, 32, 1, cmb_case_stream(c, 0)), "warm-up launch");
     if (st == CMB_OK)
         st = cmb_case_sync(c);
-    double t0 = cmb_now_s();
+    double t0 = cmb_case_clock(c);
     for (int l = 0; l < levels && st == CMB_OK; l++) {
         r[l].smem = d.smem_max * (size_t)l / (size_t)(levels - 1) / SMEM_ROUND * SMEM_ROUND;
         if (l == levels - 1)
             r[l].smem = d.smem_max;
         st = run_level(c, &d, &r[l]);
     }
-    cmb_case_set_time(c, cmb_now_s() - t0);
+    cmb_case_set_time(c, cmb_case_clock(c) - t0);
     if (st == CMB_OK)
         report(c, &d, r, levels);
     return st;

@@ -31,8 +31,17 @@ def load(run):
 
 
 def parse_name(name):
+    """scenario/allocator/key:value/...; a value may hold '/' (a trace's
+    path), so a part without ':' continues the value before it."""
     parts = name.split("/")
-    params = dict(p.split(":", 1) for p in parts[2:] if ":" in p)
+    params, last = {}, None
+    for p in parts[2:]:
+        if ":" in p:
+            k, v = p.split(":", 1)
+            params[k] = v
+            last = k
+        elif last is not None:
+            params[last] += "/" + p
     return parts[0], parts[1], params
 
 
