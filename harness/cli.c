@@ -23,7 +23,7 @@ void cmb_cli_usage(FILE *f)
           "  --seed N                  seed of every random choice (default 42)\n"
           "  --mode auto|gpu|sim       gpu needs a CUDA GPU; sim simulates one (default auto)\n"
           "  --capacity SIZE           sim: device size (default 80GiB); gpu: cap for the policies\n"
-          "  --repetitions N           repetitions per case (default 3 quick, 5 full)\n"
+          "  --repetitions N           repetitions per case (default 3)\n"
           "  --device N                CUDA device ordinal (default 0)\n"
           "  --out DIR                 output directory (default results/runs/<gpu>-<time>)\n"
           "  --resume DIR              continue an interrupted run in DIR with its options,\n"
@@ -289,6 +289,6 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 #undef VALUE
     }
     if (!cli->repetitions)
-        cli->repetitions = cli->preset == CMB_PRESET_FULL ? 5 : 3;
+        cli->repetitions = 3; /* the full preset widens the grids, not the repetitions */
     return 0;
 }

@@ -243,16 +243,17 @@ static const cmb_param_spec churn_params[] = {
     {"fill_min", CMB_P_SIZE, "1MiB", "1MiB", 1, 1099511627776.0, NULL, "smallest checkerboard block"},
     {"fill_max", CMB_P_SIZE, "64MiB", "64MiB", 1, 1099511627776.0, NULL, "largest checkerboard block"},
     {"touch", CMB_P_BOOL, "false", "false", 0, 0, NULL, "GPU: write every block with a kernel"},
-    {"traffic_max", CMB_P_SIZE, "0", "4TiB", 0, 1125899906842624.0, NULL,
+    {"traffic_max", CMB_P_SIZE, "0", "1TiB", 0, 1125899906842624.0, NULL,
      "skip a combination whose n x max_size exceeds this (0: no bound)"},
 };
 
 /* full: RMM's grid as RMM runs it, without the checkerboard
  * (benchmarks/random_allocations/random_allocations.cpp: uniform sizes, n in
  * {1000, 10000, 100000} x max_size in {1, 4, 64, 256, 1024, 4096} MiB), where
- * it fits the device and n x max_size stays under traffic_max (4 TiB: 12 of
- * the 18; a cudaMalloc of GiB-sized blocks costs milliseconds, and n=100000 x
- * 4 GiB would take minutes per repetition); the checkerboard (which fills
+ * it fits the device and n x max_size stays under traffic_max (1 TiB: 10 of
+ * the 18; a cudaMalloc of GiB-sized blocks costs milliseconds: n=1000 x 4 GiB
+ * took 4.2 s per repetition on an H200, n=100000 x 4 GiB would take minutes);
+ * the checkerboard (which fills
  * the device, so costs the same at every grid point) under the three
  * distributions at n=10000; the other distributions at 1 GiB. */
 static const char *const churn_full_grids[] = {

@@ -58,7 +58,7 @@ static cmb_status fastpath_run(cmb_case *c)
 }
 
 static const cmb_param_spec fastpath_params[] = {
-    {"size", CMB_P_SIZE, "512B,2MiB", "512B,4KiB,64KiB,1MiB,2MiB,16MiB,64MiB", 1, 1099511627776.0, NULL,
+    {"size", CMB_P_SIZE, "512B,2MiB", "512B,64KiB,2MiB,64MiB", 1, 1099511627776.0, NULL,
      "size of the block allocated and freed in the loop"},
     {"live", CMB_P_INT, "1000", "1000", 0, 1e7, NULL, "blocks of mixed sizes allocated before the loop"},
 };

@@ -368,7 +368,7 @@ static const char *const gemm_quick_grids[] = {
 
 static const char *const gemm_full_grids[] = {
     "mode=whole",
-    "mode=chunked;budget=256MiB,512MiB,1GiB,4GiB",
+    "mode=chunked;budget=256MiB,1GiB,4GiB",
     NULL,
 };
 

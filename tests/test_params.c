@@ -61,7 +61,7 @@ static void preset_grids(void **state)
      * checkerboard under 2 sizes x 3 distributions, 2 more distributions */
     assert_int_equal(expand("churn", CMB_PRESET_FULL, NULL, 0, &sets), 18 + 6 + 2);
     assert_string_equal(cmb_param_set_get(&sets[0], "checkerboard"), "false");
-    assert_string_equal(cmb_param_set_get(&sets[0], "traffic_max"), "4TiB");
+    assert_string_equal(cmb_param_set_get(&sets[0], "traffic_max"), "1TiB");
     assert_string_equal(cmb_param_set_get(&sets[18], "checkerboard"), "true");
     free(sets);
     /* a sweep on the command line replaces the preset's values */
@@ -88,7 +88,7 @@ static void traffic_bound_skips(void **state)
     const char *dir = cmb_test_tmpdir();
     snprintf(args, sizeof args,
              "--mode sim --quiet --scenario churn --allocator cuda --preset full --param n=10000 "
-             "--param max_size=256MiB,1GiB --param dist=uniform --param checkerboard=false --param live_cap=4GiB "
+             "--param max_size=64MiB,1GiB --param dist=uniform --param checkerboard=false --param live_cap=4GiB "
              "--repetitions 1 "
              "--out %s/t",
              dir);
@@ -96,7 +96,7 @@ static void traffic_bound_skips(void **state)
     snprintf(cmd, sizeof cmd, "grep -c ',skipped,.*above traffic_max' %s/t/results.csv", dir);
     cmb_test_sh(cmd, out, sizeof out);
     assert_string_equal(out, "1\n");
-    snprintf(cmd, sizeof cmd, "grep -c 'max_size:256MiB.*,0,ok,time_s,' %s/t/results.csv", dir);
+    snprintf(cmd, sizeof cmd, "grep -c 'max_size:64MiB.*,0,ok,time_s,' %s/t/results.csv", dir);
     cmb_test_sh(cmd, out, sizeof out);
     assert_string_equal(out, "1\n");
 }

@@ -92,7 +92,7 @@ static void presets_expand_as_intended(void **state)
     } expect[] = {
         {"stream-async", 1, 4 + 2},     /* streams; then size at 4 streams */
         {"shared-mem", 1, 1},
-        {"gemm-chunked", 2, 2 + 8},     /* whole x dtype; chunked x dtype x budget */
+        {"gemm-chunked", 2, 2 + 6},     /* whole x dtype; chunked x dtype x budget */
         {"batch-sweep", 1, 1},
         {"leak-check", 2, 2 * 2},       /* variant (x size) */
         {"pinned", 1, 4},
@@ -119,7 +119,7 @@ static void presets_expand_as_intended(void **state)
     assert_string_equal(cmb_param_set_get(&sets[1], "dtype"), "f64");
     free(sets);
     /* the defaults: 10000 x 10000 in the full preset, MLP 100-500-10 */
-    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_FULL, &sets), 10);
+    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_FULL, &sets), 8);
     assert_string_equal(cmb_param_set_get(&sets[0], "n"), "10000");
     free(sets);
     assert_int_equal(n_sets("batch-sweep", CMB_PRESET_QUICK, &sets), 1);
