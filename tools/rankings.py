@@ -29,13 +29,15 @@ on that metric and not eligible for the trade-off.
 """
 import argparse
 import csv
-import gzip
 import json
 import math
 import os
 import statistics
 import sys
 from collections import OrderedDict, defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
+from cmb_report.results import existing, open_text  # noqa: E402  (reads .gz runs too)
 
 DEFAULT_RUNS = ["results/nvidia-h200/quick", "results/nvidia-h100/quick"]
 METRICS = ("time_s", "peak_reserved_bytes", "frag_ratio")
@@ -44,16 +46,6 @@ REL_TOL = 1e-9
 SERVED_TOL = 1e-3  # peak_requested this far below the case's highest: served less
 
 
-def existing(path):
-    if os.path.isfile(path):
-        return path
-    if os.path.isfile(path + ".gz"):
-        return path + ".gz"
-    return None
-
-
-def open_text(path):
-    return gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")
 
 
 def load(run):

@@ -11,12 +11,14 @@ a matrix); --median-only drops the spreads (they are in the run's files).
 units: ns us ms s GiB MiB x (ratio) raw; time_s is the case time.
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
+from cmb_report.results import existing, open_text  # noqa: E402  (reads .gz runs too)
 
 SCALE = {"ns": (1e9, "ns"), "us": (1e6, "us"), "ms": (1e3, "ms"), "s": (1, "s"),
          "GiB": (1 / 2**30, "GiB"), "MiB": (1 / 2**20, "MiB"), "x": (1, ""), "raw": (1, "")}
@@ -24,9 +26,7 @@ SCALE = {"ns": (1e9, "ns"), "us": (1e6, "us"), "ms": (1e3, "ms"), "s": (1, "s"),
 
 def load(run):
     path = run if run.endswith((".json", ".json.gz")) else run + "/results.json"
-    if not os.path.exists(path) and os.path.exists(path + ".gz"):
-        path += ".gz"  # committed runs are kept compressed
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+    with open_text(existing(path) or path) as f:  # committed runs are kept compressed
         return json.load(f)
 
 
