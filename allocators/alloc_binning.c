@@ -177,16 +177,17 @@ static cmb_status wait_for(binning *b, bin_stream *other)
     return st;
 }
 
+/* One event per stream, re-recorded at every free (as rmm-pool's). */
 static void record_free(binning *b, bin_stream *bs)
 {
-    cmb_event ev;
-    if (cmb_up_event_record(b->up, bs->stream, &ev) != CMB_OK) {
-        cmb_up_stream_sync(b->up, bs->stream);
-        ev = NULL;
-    }
+    if (bs->event && cmb_up_event_rerecord(b->up, bs->stream, bs->event) == CMB_OK)
+        return;
+    if (!bs->event && cmb_up_event_record(b->up, bs->stream, &bs->event) == CMB_OK)
+        return;
+    cmb_up_stream_sync(b->up, bs->stream);
     if (bs->event)
         cmb_up_event_destroy(b->up, bs->event);
-    bs->event = ev;
+    bs->event = NULL;
 }
 
 /* blocks_from_upstream: one chunk from the pool, cut into blocks at the back of l. */

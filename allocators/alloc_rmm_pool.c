@@ -48,9 +48,8 @@
  *
  * Differences (see docs/rmm.md): a wait on another stream's event is a host
  * wait (event_query until it completes) where RMM issues
- * cudaStreamWaitEvent; each free records a fresh event
- * (cmb_up_event_record creates one) and destroys the previous one, where
- * RMM re-records one event per stream; other lists are visited in the
+ * cudaStreamWaitEvent; a stream's event is made at its first free where
+ * RMM makes it when the stream first allocates; other lists are visited in the
  * order their streams first appeared, where RMM's std::map orders them by
  * event handle; a halved growth attempt is rounded up to 256 B so every
  * block stays aligned.
@@ -275,18 +274,19 @@ static cmb_status wait_for(rmm_pool *p, pool_stream *other)
     return st;
 }
 
-/* cudaEventRecord at every free: the event marks the last free on s. */
+/* cudaEventRecord at every free: the stream's one event (made at its first
+ * free, as get_event() makes it) marks the last free on s. */
 static void record_free(rmm_pool *p, pool_stream *l)
 {
-    cmb_event ev;
-    if (cmb_up_event_record(p->up, l->stream, &ev) != CMB_OK) {
-        /* no event: make the free complete now, so any stream may reuse it */
-        cmb_up_stream_sync(p->up, l->stream);
-        ev = NULL;
-    }
+    if (l->event && cmb_up_event_rerecord(p->up, l->stream, l->event) == CMB_OK)
+        return;
+    if (!l->event && cmb_up_event_record(p->up, l->stream, &l->event) == CMB_OK)
+        return;
+    /* no event: make the free complete now, so any stream may reuse it */
+    cmb_up_stream_sync(p->up, l->stream);
     if (l->event)
         cmb_up_event_destroy(p->up, l->event);
-    l->event = ev;
+    l->event = NULL;
 }
 
 /* --- growth ---------------------------------------------------------------------- */

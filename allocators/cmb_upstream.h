@@ -87,6 +87,12 @@ typedef struct cmb_upstream_ops {
     /* Free and total bytes of the device as this upstream sees it
      * (after a capacity cap). */
     cmb_status (*mem_info)(cmb_upstream *u, size_t *free_bytes, size_t *total_bytes);
+
+    /* Record an event made by event_record again, now on `stream`
+     * (cudaEventRecord on the same handle): a policy that keeps one event
+     * per stream, as RMM does, re-records it instead of making a new one.
+     * Last in the table so earlier fields keep their places. */
+    cmb_status (*event_rerecord)(cmb_upstream *u, cmb_stream stream, cmb_event ev);
 } cmb_upstream_ops;
 
 struct cmb_upstream {
@@ -126,6 +132,10 @@ static inline cmb_status cmb_up_unmap(cmb_upstream *u, void *va, size_t size)
 static inline cmb_status cmb_up_event_record(cmb_upstream *u, cmb_stream stream, cmb_event *ev)
 {
     return u->ops->event_record(u, stream, ev);
+}
+static inline cmb_status cmb_up_event_rerecord(cmb_upstream *u, cmb_stream stream, cmb_event ev)
+{
+    return u->ops->event_rerecord(u, stream, ev);
 }
 static inline cmb_status cmb_up_event_query(cmb_upstream *u, cmb_event ev)
 {

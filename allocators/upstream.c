@@ -365,6 +365,11 @@ static cmb_status acct_event_record(cmb_upstream *u, cmb_stream s, cmb_event *ev
     return impl_of(u)->be->event_record(impl_of(u)->be_state, s, ev);
 }
 
+static cmb_status acct_event_rerecord(cmb_upstream *u, cmb_stream s, cmb_event ev)
+{
+    return impl_of(u)->be->event_rerecord(impl_of(u)->be_state, s, ev);
+}
+
 static cmb_status acct_event_query(cmb_upstream *u, cmb_event ev)
 {
     return impl_of(u)->be->event_query(impl_of(u)->be_state, ev);
@@ -412,6 +417,7 @@ static const cmb_upstream_ops accounting_ops = {
     .event_destroy = acct_event_destroy,
     .stream_sync = acct_stream_sync,
     .mem_info = acct_mem_info,
+    .event_rerecord = acct_event_rerecord,
 };
 
 /* --- open and close ------------------------------------------------------------------ */

@@ -91,6 +91,7 @@ typedef struct _cmb_backend {
     cmb_status (*event_destroy)(void *state, cmb_event ev);
     cmb_status (*stream_sync)(void *state, cmb_stream s);
     cmb_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
+    cmb_status (*event_rerecord)(void *state, cmb_stream s, cmb_event ev);
     uint64_t (*device_used)(void *state); /* NULL: use the held bytes */
     uint64_t (*device_peak)(void *state); /* NULL: use the held peak  */
 } _cmb_backend;

@@ -71,6 +71,12 @@ cmb_status _cmb_cuda_event_record(void *state, cmb_stream stream, cmb_event *ev)
     return CMB_OK;
 }
 
+cmb_status _cmb_cuda_event_rerecord(void *state, cmb_stream stream, cmb_event ev)
+{
+    (void)state;
+    return _cmb_cuda_status(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream));
+}
+
 cmb_status _cmb_cuda_event_query(void *state, cmb_event ev)
 {
     (void)state;
@@ -109,4 +115,5 @@ const _cmb_backend _cmb_backend_cuda = {
     .event_destroy = _cmb_cuda_event_destroy,
     .stream_sync = _cmb_cuda_stream_sync,
     .mem_info = _cmb_cuda_mem_info,
+    .event_rerecord = _cmb_cuda_event_rerecord,
 };

@@ -139,6 +139,14 @@ static cmb_status sim_event_record(void *state, cmb_stream stream, cmb_event *ev
     return CMB_OK;
 }
 
+static cmb_status sim_event_rerecord(void *state, cmb_stream stream, cmb_event ev)
+{
+    (void)state;
+    (void)stream;
+    (void)ev;
+    return CMB_OK;
+}
+
 static cmb_status sim_event_query(void *state, cmb_event ev)
 {
     (void)state;
@@ -190,6 +198,7 @@ const _cmb_backend _cmb_backend_sim = {
     .unmap = sim_unmap,
     .event_record = sim_event_record,
     .event_query = sim_event_query,
+    .event_rerecord = sim_event_rerecord,
     .event_destroy = sim_event_destroy,
     .stream_sync = sim_stream_sync,
     .mem_info = sim_mem_info,

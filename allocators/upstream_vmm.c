@@ -21,6 +21,7 @@
 
 /* The event and stream helpers are the cuda upstream's. */
 cmb_status _cmb_cuda_event_record(void *state, cmb_stream stream, cmb_event *ev);
+cmb_status _cmb_cuda_event_rerecord(void *state, cmb_stream stream, cmb_event ev);
 cmb_status _cmb_cuda_event_query(void *state, cmb_event ev);
 cmb_status _cmb_cuda_event_destroy(void *state, cmb_event ev);
 cmb_status _cmb_cuda_stream_sync(void *state, cmb_stream stream);
@@ -257,6 +258,7 @@ const _cmb_backend _cmb_backend_vmm = {
     .event_destroy = _cmb_cuda_event_destroy,
     .stream_sync = _cmb_cuda_stream_sync,
     .mem_info = _cmb_cuda_mem_info,
+    .event_rerecord = _cmb_cuda_event_rerecord,
     .device_used = vmm_device_used,
     .device_peak = vmm_device_peak,
 };

@@ -531,7 +531,7 @@ static const cmb_param_spec batch_params[] = {
     {"max_batch", CMB_P_INT, "1073741824", "1073741824", 1, 1099511627776.0, NULL, "the sweep stops here"},
     {"resolution", CMB_P_REAL, "0.05", "0.01", 0, 1, NULL,
      "bisection stops when the gap is at most this share of the largest fitting batch"},
-    {"cap", CMB_P_SIZE, "1GiB", "16GiB", 0, 1099511627776.0, NULL, "memory cap of each trial (0: the whole device)"},
+    {"cap", CMB_P_SIZE, "1GiB", "8GiB", 0, 1099511627776.0, NULL, "memory cap of each trial (0: the whole device)"},
     {"time_batch", CMB_P_INT, "1024", "4096", 1, 1099511627776.0, NULL, "batch of the timed steps"},
 };
 

@@ -133,7 +133,7 @@ static const cmb_param_spec leak_params[] = {
      * the whole device before an impossible request fails */
     {"failure", CMB_P_CHOICE, "error", "error", 0, 0, "error|oom",
      "error: the work fails; oom: an impossibly large allocation fails"},
-    {"size", CMB_P_SIZE, "4MiB", "4MiB,64MiB", 512, 1099511627776.0, NULL, "bytes of each buffer"},
+    {"size", CMB_P_SIZE, "4MiB", "64MiB", 512, 1099511627776.0, NULL, "bytes of each buffer"},
 };
 
 const cmb_scenario cmb_scenario_leak_check = {

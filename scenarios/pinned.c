@@ -153,9 +153,9 @@ static cmb_status pinned_run(cmb_case *c)
 }
 
 static const cmb_param_spec pinned_params[] = {
-    {"size", CMB_P_SIZE, "64MiB", "4KiB,1MiB,64MiB,1GiB", 4, 68719476736.0, NULL,
+    {"size", CMB_P_SIZE, "64MiB", "4KiB,1MiB,64MiB,256MiB", 4, 68719476736.0, NULL,
      "bytes per transfer"},
-    {"iters", CMB_P_INT, "10", "30", 1, 1e6, NULL, "timed copies per direction and buffer kind"},
+    {"iters", CMB_P_INT, "10", "10", 1, 1e6, NULL, "timed copies per direction and buffer kind"},
 };
 
 const cmb_scenario cmb_scenario_pinned = {

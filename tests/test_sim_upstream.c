@@ -169,6 +169,8 @@ static void events_complete_at_once(void **state)
     cmb_event ev;
     assert_int_equal(cmb_up_event_record(u, (cmb_stream)(uintptr_t)2, &ev), CMB_OK);
     assert_int_equal(cmb_up_event_query(u, ev), CMB_OK);
+    assert_int_equal(cmb_up_event_rerecord(u, (cmb_stream)(uintptr_t)3, ev), CMB_OK);
+    assert_int_equal(cmb_up_event_query(u, ev), CMB_OK);
     assert_int_equal(cmb_up_event_destroy(u, ev), CMB_OK);
     assert_int_equal(cmb_up_stream_sync(u, NULL), CMB_OK);
     cmb_upstream_close(u);
