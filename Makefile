@@ -3,7 +3,8 @@
 #
 #   make bench   [PRESET=quick|full] [ARGS="--scenario churn ..."] [OUT=dir] [GPUS=all|"0 1"]
 #   make report  [RUNS="dir ..."] [REPORT=out.html]
-#   make report-gpus                 every committed results/<gpu-slug>/ run side by side
+#   make report-gpus [RUNS="dir ..."] the committed full runs of every GPU side by side
+#                                      (results/<gpu-slug>/full; RUNS=all: every committed run)
 #   make test
 #   make baseline [MODE=sim|gpu]       the suite -> results/<gpu-slug>/baseline/
 #   make regress  [MODE=sim|gpu] [BASELINE=dir] [CURRENT=dir] [COMPARE_ARGS="..."]
@@ -29,7 +30,7 @@ DEPS_FLAGS ?=
 
 # make report: the newest run under results/runs/, else the committed ones
 NEWEST_RUN     = $(shell ls -td results/runs/*/ 2>/dev/null | while read d; do [ -f "$$d/results.csv" ] && echo "$${d%/}" && break; done)
-COMMITTED_RUNS = $(shell find results -name results.csv -not -path 'results/runs/*' 2>/dev/null | sort | xargs -r -n1 dirname)
+COMMITTED_RUNS = $(shell find results \( -name results.csv -o -name results.csv.gz \) -not -path 'results/runs/*' 2>/dev/null | xargs -r -n1 dirname | sort -u)
 
 CMAKE_FLAGS = -DCMAKE_CUDA_COMPILER=$(NVCC) $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)")
 
@@ -56,9 +57,12 @@ report:
 	if [ -z "$$out" ] && [ $$# -gt 1 ]; then out=results/runs/report-$$(date +%Y%m%d-%H%M%S).html; fi; \
 	$(PYTHON) plots/report.py $${out:+-o "$$out"} $$runs
 
+GPU_FULL_RUNS = $(shell find results -path 'results/*/full/results.csv*' 2>/dev/null | xargs -r -n1 dirname | sort -u)
+
 report-gpus:
-	@[ -n "$(COMMITTED_RUNS)" ] || { echo "make report-gpus: no committed results under results/<gpu-slug>/" >&2; exit 2; }
-	@$(MAKE) --no-print-directory report RUNS="$(COMMITTED_RUNS)" REPORT="$(or $(REPORT),results/runs/report-gpus.html)"
+	@runs="$(if $(filter all,$(RUNS)),$(COMMITTED_RUNS),$(or $(RUNS),$(GPU_FULL_RUNS)))"; \
+	[ -n "$$runs" ] || { echo "make report-gpus: no committed full runs under results/<gpu-slug>/full (RUNS=all takes every committed run)" >&2; exit 2; }; \
+	$(MAKE) --no-print-directory report RUNS="$$runs" REPORT="$(or $(REPORT),results/runs/report-gpus.html)"
 
 # The tests also need chromium (the report is checked in a headless browser).
 test: DEPS_FLAGS = --test
