@@ -3,7 +3,7 @@
 
 usage: rankings.py [RUN_DIR ...] [--full] [--where k=v ...]
 
-RUN_DIR defaults to results/nvidia-h200/quick and results/nvidia-h100/quick.
+RUN_DIR defaults to the full runs, results/nvidia-h200/full and results/nvidia-h100/full.
 Reads RUN_DIR/results.csv(.gz) and the context block of results.json(.gz);
 writes nothing. For each run and scenario it prints the best allocator for
 
@@ -39,7 +39,7 @@ from collections import OrderedDict, defaultdict
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
 from cmb_report.results import existing, open_text  # noqa: E402  (reads .gz runs too)
 
-DEFAULT_RUNS = ["results/nvidia-h200/quick", "results/nvidia-h100/quick"]
+DEFAULT_RUNS = ["results/nvidia-h200/full", "results/nvidia-h100/full"]
 METRICS = ("time_s", "peak_reserved_bytes", "frag_ratio")
 LABEL = {"time_s": "time", "peak_reserved_bytes": "peak reserved", "frag_ratio": "frag_ratio"}
 REL_TOL = 1e-9

@@ -84,6 +84,7 @@ def main():
     allow = [x for x in a.allocators.split(",") if x]
     rows = defaultdict(list)
     failed = {}
+    n_failed = defaultdict(int)  # repetitions of a key that failed
     order = []
     for b in d["benchmarks"]:
         if b.get("run_type") != "iteration":
@@ -98,13 +99,16 @@ def main():
             order.append(key)
         if b.get("error_occurred"):
             failed[key] = b.get("error_message", "failed")
+            n_failed[key] += 1
             continue
         rows[key].append(b)
     if allow:
         order.sort(key=lambda k: allow.index(k[0]))  # stable: run order within
     metrics = [m.split(":") if ":" in m else (m, "raw") for m in a.metric]
+    partly = {k: n for k, n in n_failed.items() if rows.get(k)}
     if a.pivot:
-        return print_pivot(a, cols, metrics[0], rows, failed, order, ctx)
+        print_pivot(a, cols, metrics[0], rows, failed, order, ctx, partly)
+        return notes(rows, failed, partly)
     head = ["allocator"] + cols + [f"{m} ({SCALE[u][1]})" if SCALE[u][1] else m for m, u in metrics]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -113,11 +117,14 @@ def main():
             cells = ["FAILED: " + failed[key][:60]] + [""] * (len(metrics) - 1)
         else:
             cells = [fmt([v for v in (value_of(b, m) for b in rows[key]) if v is not None], u) for m, u in metrics]
+            if key in partly:
+                cells = [c + " †" for c in cells]
         print("| " + " | ".join(list(key) + cells) + " |")
     footer(ctx, rows)
+    notes(rows, failed, partly)
 
 
-def print_pivot(a, cols, metric, rows, failed, order, ctx):
+def print_pivot(a, cols, metric, rows, failed, order, ctx, partly):
     """One row per allocator (and the other --columns), one column per value of --pivot."""
     m, u = metric
     pi = cols.index(a.pivot) + 1 if a.pivot in cols else None
@@ -136,6 +143,8 @@ def print_pivot(a, cols, metric, rows, failed, order, ctx):
         else:
             vals = [x for x in (value_of(b, m) for b in rows[key]) if x is not None]
             lines[line][v] = fmt([statistics.median(vals)] if a.median_only and vals else vals, u)
+            if key in partly:
+                lines[line][v] += " †"
     head = ["allocator"] + [c for c in cols if c != a.pivot] + [f"{a.pivot}={v}" for v in values]
     print(f"{m}" + (f" ({SCALE[u][1]})" if SCALE[u][1] else ""))
     print()
@@ -144,6 +153,13 @@ def print_pivot(a, cols, metric, rows, failed, order, ctx):
     for line, cells in lines.items():
         print("| " + " | ".join(list(line) + [cells.get(v, "") for v in values]) + " |")
     footer(ctx, rows)
+
+
+def notes(rows, failed, partly):
+    """† marks a median over fewer repetitions: the others failed (why, below)."""
+    for key, n in partly.items():
+        print(f"† {'/'.join(key)}: {n} of {n + len(rows[key])} repetitions failed, the figure is over "
+              f"the other {len(rows[key])}: {failed[key]}")
 
 
 def footer(ctx, rows):

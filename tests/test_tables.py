@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""test_tables.py - tools/results-table.py and tools/rankings.py, the two
+tools every table of the README and docs/findings.md is regenerated with,
+read back the committed full runs (results/nvidia-h{100,200}/full): the
+medians, the spreads, the marks on partly failed cases and the rankings'
+exclusions, checked against values computed here from the tidy CSV."""
+import csv
+import gzip
+import os
+import statistics
+import subprocess
+import sys
+import unittest
+
+SRC = os.environ.get("CMB_SRC") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+H100 = os.path.join(SRC, "results", "nvidia-h100", "full")
+H200 = os.path.join(SRC, "results", "nvidia-h200", "full")
+ALLOCATORS = ("cuda cuda-async cuda-async-retain managed cub cub-1g torch-caching torch-expandable "
+              "rmm-pool arena binning bfc bfc-prealloc cupy buddy").split()
+
+
+def tool(name, *args):
+    p = subprocess.run([sys.executable, os.path.join(SRC, "tools", name)] + list(args),
+                       capture_output=True, text=True, timeout=120, cwd=SRC)
+    if p.returncode != 0:
+        raise AssertionError(f"{name} {' '.join(args)} exited {p.returncode}: {p.stderr}")
+    return p.stdout
+
+
+def csv_values(run, scenario, allocator, param, metric):
+    """The ok repetitions' values of one case, straight from results.csv.gz."""
+    with gzip.open(os.path.join(run, "results.csv.gz"), "rt") as f:
+        return [float(r["value"]) for r in csv.DictReader(f)
+                if r["scenario"] == scenario and r["allocator"] == allocator and r["status"] == "ok"
+                and r["metric"] == metric and param in r["params"].split(";")]
+
+
+def row_of(table, allocator):
+    for line in table.splitlines():
+        if line.startswith(f"| {allocator} |"):
+            return [c.strip() for c in line.strip("|").split("|")]
+    raise AssertionError(f"no row for {allocator} in:\n{table}")
+
+
+class ResultsTable(unittest.TestCase):
+    def test_median_and_spread_match_the_csv(self):
+        out = tool("results-table.py", H200, "--scenario", "fastpath", "--where", "size=2MiB",
+                   "--metric", "time_s:ns", "--allocators", "bfc")
+        vals = csv_values(H200, "fastpath", "bfc", "size=2MiB", "time_s")
+        self.assertEqual(len(vals), 3)
+        cell = row_of(out, "bfc")[1]
+        self.assertTrue(cell.startswith(f"{statistics.median(vals) * 1e9:.2f}"), cell)
+        if max(vals) > min(vals):
+            self.assertIn(f"({min(vals) * 1e9:.2f}–{max(vals) * 1e9:.2f})", cell)
+        self.assertIn("NVIDIA H200", out)
+
+    def test_pivot_median_only(self):
+        out = tool("results-table.py", H100, "--scenario", "fastpath", "--columns", "size",
+                   "--pivot", "size", "--metric", "time_s:ns", "--median-only")
+        cells = row_of(out, "cuda")
+        self.assertEqual(len(cells), 5)  # allocator + 4 sizes of the full preset
+        self.assertNotIn("(", "".join(cells))
+
+    def test_partly_failed_cases_are_marked(self):
+        out = tool("results-table.py", H100, "--scenario", "leak-check", "--where", "variant=leak",
+                   "--metric", "peak_reserved_bytes:GiB", "--allocators", "cuda,cub-1g")
+        self.assertNotIn("†", row_of(out, "cuda")[1])
+        self.assertIn("†", row_of(out, "cub-1g")[1])
+        self.assertRegex(out, r"† cub-1g: 2 of 3 repetitions failed, the figure is over the other 1: out of memory")
+
+
+class Rankings(unittest.TestCase):
+    def test_every_scenario_ranked_per_gpu(self):
+        out = tool("rankings.py", H200, H100)
+        self.assertIn("### NVIDIA H200: `", out)
+        self.assertIn("### NVIDIA H100 80GB HBM3: `", out)
+        for scenario in ("churn", "replay", "stream-async", "shared-mem", "gemm-chunked", "batch-sweep",
+                         "leak-check", "pinned", "contention", "fastpath"):
+            self.assertEqual(sum(1 for l in out.splitlines() if l.startswith(f"| {scenario} |")), 2, scenario)
+
+    def test_fastest_fastpath_is_the_smallest_geometric_mean(self):
+        out = tool("rankings.py", H200)
+        line = next(l for l in out.splitlines() if l.startswith("| fastpath |"))
+        fastest = line.split("|")[4].strip().split(" ")[0]
+        sizes = ("size=512B", "size=64KiB", "size=2MiB", "size=64MiB")
+        med = {a: [statistics.median(csv_values(H200, "fastpath", a, s, "time_s")) for s in sizes]
+               for a in ALLOCATORS}
+        best = [min(m[i] for m in med.values()) for i in range(len(sizes))]
+        score = {a: statistics.geometric_mean([v / b for v, b in zip(m, best)]) for a, m in med.items()}
+        self.assertEqual(fastest, min(score, key=score.get))
+
+    def test_allocators_that_served_less_are_left_out(self):
+        out = tool("rankings.py", H100)
+        self.assertRegex(out, r"- churn: left out of the ranking, served less than the others .*: .*arena")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
