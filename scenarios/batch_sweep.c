@@ -22,10 +22,7 @@
  *   step (the classic example's fixed batch), so the loss falls. The loss
  *   is read back every step (as loss.item() would), which synchronizes. GEMMs use cuBLAS with its
  *   workspace from the allocator; the rest are small kernels (kernels/mlp.cu).
- * 1. On the case's allocator, `steps` steps at batch `time_batch`: the case
- *    time is the median step (steps after the first when steps > 1), and the
- *    standard metrics describe these steps.
- * 2. The sweep: each trial batch runs `steps` steps on a fresh allocator
+ * 1. The sweep: each trial batch runs `steps` steps on a fresh allocator
  *    instance (cmb_case_with_fresh_allocator) of `cap` bytes (0: the whole
  *    device); a batch fits when every step completes without out of memory.
  *    Batches double from `start` until one fails, then bisection until the
@@ -33,7 +30,13 @@
  *    that cannot even be created in `cap` (a pool reserving more up front)
  *    fits no batch: max_batch = 0. On a GPU the cap
  *    is made real for every allocator, opaque ones included, by holding the
- *    rest of the free memory in one plain cudaMalloc block during the sweep.
+ *    rest of the free memory in one plain cudaMalloc block during the sweep
+ *    (cap_bytes: the cap the trials got, less than `cap` when less was free).
+ * 2. On the case's allocator, `steps` steps at batch `time_batch`: the case
+ *    time is the median step (steps after the first when steps > 1), and the
+ *    standard metrics describe these steps. It runs after the sweep, so an
+ *    allocator that reserves the whole device at its first request does not
+ *    take the trials' memory.
  * Counters: max_batch, fail_batch, trials; step_ms and us_per_sample at
  * time_batch; max_batch_step_ms, max_batch_peak_requested_bytes,
  * max_batch_peak_reserved_bytes and max_batch_frag_ratio (1 - requested /
@@ -427,15 +430,22 @@ static cmb_status sweep_batches(cmb_case *c, _cmb_blas *blas, const mlp_shape *s
     return st;
 }
 
-/* GPU: hold all free memory beyond `cap` so opaque allocators see it too. */
-static cmb_status ballast_open(cmb_case *c, uint64_t cap, void **ballast)
+/* GPU: hold all free memory beyond `cap` so opaque allocators see it too.
+ * *effective is the cap the trials really get: less than `cap` when less
+ * than that is free (a note says so, and cap_bytes reports it). */
+static cmb_status ballast_open(cmb_case *c, uint64_t cap, void **ballast, uint64_t *effective)
 {
     *ballast = NULL;
+    *effective = cap;
     if (!_cmb_gpu(c) || !cap)
         return CMB_OK;
     uint64_t free_now = cmb_case_device_free(c);
-    if (free_now <= cap)
+    if (free_now <= cap) {
+        *effective = free_now;
+        cmb_case_note(c, "only %llu MiB of the device is free, under the cap of %llu MiB: the trials get that",
+                      (unsigned long long)(free_now >> 20), (unsigned long long)(cap >> 20));
         return CMB_OK;
+    }
     return _cmb_cuda(c, cudaMalloc(ballast, free_now - cap), "cudaMalloc of the memory-cap ballast");
 }
 
@@ -476,7 +486,19 @@ static cmb_status batch_run(cmb_case *c)
     if (!_cmb_gpu(c))
         cmb_case_note(c, "cuBLAS and kernels skipped in sim mode");
 
+    /* The sweep first: the case's allocator has taken nothing yet, so an
+     * allocator that reserves the device at its first request (bfc-prealloc)
+     * does not shrink the trials' cap. */
+    uint64_t effective = cap;
     cmb_status st = _cmb_blas_create(c, &blas); /* each model brings its own workspace */
+    if (st == CMB_OK)
+        st = ballast_open(c, cap, &ballast, &effective);
+    if (st == CMB_OK)
+        st = sweep_batches(c, &blas, &sh, cap, &sw);
+    if (ballast)
+        cudaFree(ballast);
+    if (st == CMB_OK)
+        report_sweep(c, &sw, effective ? effective : cmb_case_capacity(c));
     if (st == CMB_OK)
         st = run_steps(c, &blas, &sh, batch, &timed);
     if (st == CMB_OK && timed.fits) {
@@ -490,14 +512,6 @@ static cmb_status batch_run(cmb_case *c)
     } else if (st == CMB_OK) {
         cmb_case_note(c, "time_batch=%llu does not fit", (unsigned long long)batch);
     }
-    if (st == CMB_OK)
-        st = ballast_open(c, cap, &ballast);
-    if (st == CMB_OK)
-        st = sweep_batches(c, &blas, &sh, cap, &sw);
-    if (ballast)
-        cudaFree(ballast);
-    if (st == CMB_OK)
-        report_sweep(c, &sw, cap ? cap : cmb_case_capacity(c));
     _cmb_blas_close(c, &blas);
     return st;
 }
