@@ -11,7 +11,10 @@
  * Reuse policies (cudaMemPoolReuse*), each true by default in CUDA:
  *   reuse_follow_event_deps, reuse_opportunistic, reuse_internal_deps.
  * Peaks come from the pool itself: cudaMemPoolAttrReservedMemHigh and
- * cudaMemPoolAttrUsedMemHigh, reset when the instance is created.
+ * cudaMemPoolAttrUsedMemHigh, reset when the instance is created, except
+ * while another instance uses the same default pool: resetting would erase
+ * that instance's peak (scenarios create fresh instances beside the case's
+ * own), so a second instance's peaks are the shared pool's.
  * Bounds: no host-side search; the driver's cost is what is measured.
  */
 #include <stdio.h>
@@ -21,6 +24,9 @@
 #include "cmb_allocator.h"
 #include "cuda_util.h"
 #include "options.h"
+
+/* Live instances on the device's default pool (one device per process). */
+static int default_pool_users;
 
 typedef struct async_alloc {
     cudaMemPool_t pool;
@@ -65,7 +71,7 @@ static cmb_status open_pool(async_alloc *a, int own)
 }
 
 static cmb_status configure_pool(async_alloc *a, uint64_t threshold, int follow, int opportunistic,
-                                 int internal)
+                                 int internal, int reset_marks)
 {
     uint64_t zero = 0;
     cmb_status st = set_pool_attr(a, cudaMemPoolAttrReleaseThreshold, &threshold, "release threshold");
@@ -75,6 +81,8 @@ static cmb_status configure_pool(async_alloc *a, uint64_t threshold, int follow,
         st = set_pool_attr(a, cudaMemPoolReuseAllowOpportunistic, &opportunistic, "reuse policy");
     if (st == CMB_OK)
         st = set_pool_attr(a, cudaMemPoolReuseAllowInternalDependencies, &internal, "reuse policy");
+    if (!reset_marks)
+        return st;
     /* Setting a high-water mark to 0 resets it to the current value. */
     if (st == CMB_OK)
         st = set_pool_attr(a, cudaMemPoolAttrReservedMemHigh, &zero, "reset reserved high");
@@ -106,7 +114,7 @@ static cmb_status async_create(const cmb_config *cfg, cmb_upstream *up, void **s
     a->device = cfg->device;
     st = open_pool(a, !strcmp(pool, "own"));
     if (st == CMB_OK)
-        st = configure_pool(a, threshold, follow, opportunistic, internal);
+        st = configure_pool(a, threshold, follow, opportunistic, internal, a->own_pool || !default_pool_users);
     if (st != CMB_OK) {
         snprintf(cfg->error, cfg->error_len, "%s", a->last_error);
         if (a->own_pool)
@@ -114,6 +122,8 @@ static cmb_status async_create(const cmb_config *cfg, cmb_upstream *up, void **s
         free(a);
         return st;
     }
+    if (!a->own_pool)
+        default_pool_users++;
     *state = a;
     return CMB_OK;
 }
@@ -189,10 +199,12 @@ static cmb_status async_destroy(void *state)
 {
     async_alloc *a = state;
     cudaError_t e = cudaDeviceSynchronize();
-    if (a->own_pool)
+    if (a->own_pool) {
         cudaMemPoolDestroy(a->pool); /* released once outstanding blocks are freed */
-    else
+    } else {
         cudaMemPoolTrimTo(a->pool, 0);
+        default_pool_users--;
+    }
     free(a);
     return _cmb_cuda_status(e);
 }
