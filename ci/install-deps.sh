@@ -17,7 +17,7 @@ clang_major() {
 }
 
 packages=(cmake make g++ pkg-config git libbenchmark-dev libbenchmark-tools libcmocka-dev
-          gnuplot-nox python3-matplotlib python3-scipy)
+          gnuplot-nox python3-matplotlib python3-markdown python3-scipy)
 test_packages=(chromium)
 case "${1:-}" in
 --test) packages+=("${test_packages[@]}") ;;

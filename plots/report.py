@@ -3,12 +3,15 @@
 HTML report (matplotlib figures embedded) and gnuplot quick-look plots.
 
     plots/report.py RUN_DIR [RUN_DIR ...] [-o report.html] [--plots DIR]
+                    [--findings FILE | --no-findings]
 
 One directory: a report of that run. Several (one per GPU, driver or CUDA
 version): the same, plus the runs side by side with ratios against the
-first. Runs under an interpreter that has matplotlib (Debian's
-python3-matplotlib is for /usr/bin/python3). docs/reports.md says what
-every figure and table shows.
+first. The report ends with a Findings section rendered from
+docs/findings.md (or --findings FILE). Runs under an interpreter that has
+matplotlib and markdown (Debian's python3-matplotlib and python3-markdown
+are for /usr/bin/python3). docs/reports.md says what every figure and table
+shows.
 """
 
 import argparse
@@ -23,8 +26,10 @@ except ImportError:
     sys.exit(f"report: {sys.executable} has no matplotlib; run the report with /usr/bin/python3 "
              "(Debian: apt-get install python3-matplotlib)")
 
-from cmb_report import gnuplot, html  # noqa: E402
+from cmb_report import findings, gnuplot, html  # noqa: E402
 from cmb_report.results import ReportError, load_runs  # noqa: E402
+
+DEFAULT_FINDINGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "findings.md")
 
 
 def _slug(text):
@@ -39,8 +44,18 @@ def _parse(argv):
     ap.add_argument("--plots", help="directory for the gnuplot PNG/SVG plots and their data (default: beside "
                                     "the report, <report name>-plots/)")
     ap.add_argument("--no-gnuplot", action="store_true", help="only the HTML report")
+    doc = ap.add_mutually_exclusive_group()
+    doc.add_argument("--findings", metavar="FILE", help="Markdown rendered as the report's Findings section "
+                                                        "(default: docs/findings.md of this tree, if there)")
+    doc.add_argument("--no-findings", action="store_true", help="no Findings section")
     ap.add_argument("-q", "--quiet", action="store_true", help="only errors")
     return ap.parse_args(argv)
+
+
+def _findings_file(args):
+    if args.no_findings:
+        return None
+    return args.findings or (DEFAULT_FINDINGS if os.path.isfile(DEFAULT_FINDINGS) else None)
 
 
 def _write_atomic(path, text):
@@ -56,11 +71,14 @@ def main(argv=None):
         runs = load_runs(args.runs)
         out = args.out or (os.path.join(runs[0].path, "report.html") if len(runs) == 1 else "cumembench-report.html")
         out_dir = os.path.dirname(out) or "."
+        doc = _findings_file(args)
+        doc_html = findings.render(doc, out_dir) if doc else None
         os.makedirs(out_dir, exist_ok=True)
-        page, n_images = html.render(runs)
+        page, n_images = html.render(runs, doc_html)
         _write_atomic(out, page)
         say = (lambda *a: None) if args.quiet else (lambda *a: print("report:", *a, file=sys.stderr))
-        say(f"wrote {out} ({n_images} figures, {len(runs)} run{'s' if len(runs) > 1 else ''})")
+        say(f"wrote {out} ({n_images} figures, {len(runs)} run{'s' if len(runs) > 1 else ''}"
+            f"{', findings from ' + doc if doc else ''})")
         if args.no_gnuplot:
             return 0
         plots = args.plots or os.path.join(out_dir, os.path.splitext(os.path.basename(out))[0] + "-plots")

@@ -12,6 +12,11 @@
 #                             error on input that lacks a column
 #   test_report.sh real       timelines from a sim run of the binary, and its report
 #   test_report.sh committed  every committed results/<gpu-slug>/ run, side by side
+#                             (with docs/findings.md, the default Findings section)
+#   test_report.sh findings   the Findings section from a Markdown file
+#                             (tests/fixtures/reports/docs/findings.md): table, code,
+#                             links rewritten for the report's directory; --no-findings;
+#                             a clear error without python3-markdown
 #
 # Environment: CMB_SRC (source tree), CMB_BIN (cumembench), CMB_PYTHON
 # (default /usr/bin/python3), CMB_REPORT_KEEP=DIR keeps the outputs and the
@@ -21,6 +26,7 @@ set -euo pipefail
 src=${CMB_SRC:?CMB_SRC must name the source tree}
 py=${CMB_PYTHON:-/usr/bin/python3}
 fixtures=$src/tests/fixtures/reports
+findings_md=$fixtures/docs/findings.md
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -29,7 +35,7 @@ fail() {
     exit 1
 }
 
-report() { # OUT.html RUN...
+report() { # OUT.html [OPTION...] RUN...
     local out=$1
     shift
     "$py" "$src/plots/report.py" -q -o "$out" "$@" || fail "report.py exited with $? on $*"
@@ -131,7 +137,7 @@ check_plots() { # DIR FILE...: each a non-empty PNG or a well-formed SVG
 }
 
 part_fixtures() {
-    report "$tmp/report.html" "$fixtures/gpu-a" "$fixtures/gpu-b"
+    report "$tmp/report.html" --findings "$findings_md" "$fixtures/gpu-a" "$fixtures/gpu-b"
     [ -s "$tmp/report.html" ] || fail "no report.html"
     check_html "$tmp/report.html" || fail "report.html content (above)"
     local plots=$tmp/report-plots
@@ -162,7 +168,7 @@ part_browser() {
         echo "SKIP: chromium is not installed (Debian: apt-get install chromium)"
         exit 77
     fi
-    report "$tmp/report.html" "$fixtures/gpu-a" "$fixtures/gpu-b"
+    report "$tmp/report.html" --findings "$findings_md" "$fixtures/gpu-a" "$fixtures/gpu-b"
     local flags=(--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update
         --disable-sync --no-first-run --disable-default-apps --disable-extensions --hide-scrollbars
         --enable-logging=stderr --v=0 --user-data-dir="$tmp/profile" --virtual-time-budget=15000)
@@ -242,6 +248,130 @@ part_real() {
     echo "real sim run: $n timelines, report ok"
 }
 
+# --- the Findings section -----------------------------------------------------------------------
+
+check_findings() { # REPORT.html with|without: the section from $findings_md, or none
+    "$py" - "$1" "$2" "$fixtures" <<'EOF'
+import base64, html.parser, os, sys
+
+path, mode, fixtures = sys.argv[1:]
+out_dir = os.path.dirname(os.path.abspath(path))
+VOID = {"img", "br", "hr", "meta", "input", "link"}
+
+class Page(html.parser.HTMLParser):
+    """Element ids, links by their text, and the findings block's tables, cells, images and text."""
+    def __init__(self):
+        super().__init__()
+        self.open, self.section, self.seen_section = [], None, False
+        self.ids, self.links, self.link = set(), {}, None
+        self.tables, self.cells, self.imgs, self.text = 0, [], [], []
+    def inside(self):
+        return self.section is not None and len(self.open) >= self.section
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag not in VOID:
+            self.open.append(tag)
+        if a.get("class") == "findings":
+            self.section, self.seen_section = len(self.open), True
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href") is not None:
+            self.link = [a["href"], "", self.inside()]
+        if self.inside():
+            self.tables += tag == "table"
+            if tag == "td":
+                self.cells.append("")
+            if tag == "img":
+                self.imgs.append(a.get("src", ""))
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if self.section is not None and len(self.open) == self.section:
+            self.section = None
+        if self.open:
+            self.open.pop()
+        if tag == "a" and self.link:
+            self.links[self.link[1].strip()] = self.link
+            self.link = None
+    def handle_data(self, data):
+        if self.link:
+            self.link[1] += data
+        if self.inside():
+            self.text.append(data)
+            if self.cells and "td" in self.open:
+                self.cells[-1] += data
+
+p = Page()
+p.feed(open(path, encoding="utf-8").read())
+errors = []
+def need(cond, what):
+    if not cond:
+        errors.append(what)
+
+nav = p.links.get("Findings")
+if mode == "without":
+    need("findings" not in p.ids and not p.seen_section, "--no-findings: the page still has a Findings section")
+    need(nav is None, "--no-findings: the contents still list Findings")
+else:
+    text = "".join(p.text)
+    need("findings" in p.ids and p.seen_section, "no Findings section (id 'findings', class 'findings')")
+    need(nav is not None and nav[0] == "#findings", f"no contents entry 'Findings' -> #findings: {nav}")
+    need("Findings: fixture claims" in text, "the document's title is not the section's heading")
+    need(p.tables >= 1, "the Markdown table did not become a <table>")
+    need("fixture-claim-one" in p.cells and "fixture-claim-two fragments A & B" in p.cells,
+         f"the table's cells are not the Markdown's: {p.cells}")
+    need("fixture-code-block" in text, "the fenced code block is missing")
+    need("nested by two spaces" in text and "- a list" not in text, "the lists did not become lists")
+    def link(label, target, suffix=""):
+        got = p.links.get(label)
+        want = os.path.relpath(os.path.join(fixtures, target), out_dir) + suffix
+        need(got is not None and got[2], f"no link '{label}' in the section")
+        if got:
+            need(got[0] == want, f"link '{label}': {got[0]}, expected {want}")
+            need(os.path.exists(os.path.join(out_dir, got[0].split("#")[0])), f"link '{label}' does not resolve")
+    link("fixture-gpu-a results", "gpu-a/results.csv")
+    link("the gpu-b run", "gpu-b", "/")
+    link("the fixtures' README", "README.md", "#report-test-fixtures-synthetic-not-measurements")
+    anchor = p.links.get("the verdicts below", [""])[0]
+    need(anchor == "#findings-verdicts-at-a-glance" and anchor[1:] in p.ids, f"in-document link: {anchor}")
+    need(p.links.get("an outside page", [""])[0] == "https://example.org/cuda?a=1&b=2", "the outside link changed")
+    need(len(p.imgs) == 1 and p.imgs[0].startswith("data:image/png;base64,")
+         and base64.b64decode(p.imgs[0].split(",", 1)[1])[:4] == b"\x89PNG",
+         f"the document's image is not embedded: {[s[:60] for s in p.imgs]}")
+if errors:
+    print("\n".join("FAIL: " + e for e in errors))
+    sys.exit(1)
+EOF
+}
+
+report_without_markdown() { # report.py's arguments: report.py with the markdown module hidden
+    "$py" -c 'import runpy, sys; sys.modules["markdown"] = None; sys.argv.pop(0)
+runpy.run_path(sys.argv[0], run_name="__main__")' "$src/plots/report.py" "$@"
+}
+
+part_findings() {
+    local out=$tmp/out/nested/report.html
+    report "$out" --no-gnuplot --findings "$findings_md" "$fixtures/gpu-a" "$fixtures/gpu-b"
+    check_findings "$out" with || fail "the Findings section (above)"
+    keep "$out"
+    report "$tmp/without.html" --no-gnuplot --no-findings "$fixtures/gpu-a" "$fixtures/gpu-b"
+    check_findings "$tmp/without.html" without || fail "--no-findings (above)"
+    # without python3-markdown: one clear line, unless --no-findings
+    if report_without_markdown -q -o "$tmp/r.html" --findings "$findings_md" "$fixtures/gpu-a" 2>"$tmp/err"; then
+        fail "report.py made a Findings section without python3-markdown"
+    fi
+    [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "python3-markdown" "$tmp/err" ||
+        fail "unclear error without python3-markdown: $(cat "$tmp/err")"
+    report_without_markdown -q -o "$tmp/r.html" --no-gnuplot --no-findings "$fixtures/gpu-a" ||
+        fail "--no-findings still needs python3-markdown"
+    if "$py" "$src/plots/report.py" -q -o "$tmp/r.html" --findings "$tmp/absent.md" "$fixtures/gpu-a" 2>"$tmp/err"; then
+        fail "report.py accepted a missing --findings file"
+    fi
+    grep -q "absent.md: No such file" "$tmp/err" ||
+        fail "unclear error for a missing --findings file: $(cat "$tmp/err")"
+    echo "findings: section, table, code, links and image; --no-findings; clear errors"
+}
+
 # --- the committed GPU results ---------------------------------------------------------------------
 
 part_committed() {
@@ -258,6 +388,9 @@ part_committed() {
     n=$(grep -o '<img ' "$tmp/report.html" | wc -l)
     [ "$n" -ge 4 ] || fail "the committed results gave only $n figures"
     grep -q "Metric definitions" "$tmp/report.html" || fail "no definitions in the committed results' report"
+    if [ -f "$src/docs/findings.md" ]; then
+        grep -q '<h2 id="findings"' "$tmp/report.html" || fail "no Findings section from docs/findings.md"
+    fi
     keep "$tmp/report.html"
     echo "committed results (${#runs[@]} runs): $n figures"
 }
@@ -268,8 +401,9 @@ committed) part_committed ;;
 browser) part_browser ;;
 columns) part_columns ;;
 real) part_real ;;
+findings) part_findings ;;
 *)
-    echo "usage: $0 fixtures|browser|columns|real|committed" >&2
+    echo "usage: $0 fixtures|browser|columns|real|committed|findings" >&2
     exit 2
     ;;
 esac

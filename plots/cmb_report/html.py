@@ -38,6 +38,14 @@ dd { margin-left: 1.5em; }
 small { color: #666; }
 details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 nav ul { columns: 2; }
+.findings table { display: block; max-width: 100%; overflow-x: auto; }
+.findings th, .findings td { white-space: normal; text-align: left; min-width: 4em; }
+.findings code { background: #f3f3f3; padding: 0 0.2em; border-radius: 3px; font-size: 0.9em; }
+.findings td code { word-break: break-word; }
+.findings pre { background: #f6f8fa; border: 1px solid #e5e5e5; padding: 0.6em 0.8em; overflow-x: auto;
+                line-height: 1.3; }
+.findings pre code { background: none; padding: 0; font-size: inherit; }
+.findings blockquote { border-left: 4px solid #ddd; margin: 0.8em 0; padding: 0 0.8em; color: #555; }
 """
 
 # Records whether every image decoded and whether anything failed to load,
@@ -128,14 +136,17 @@ def _header(page, runs):
                  "value / first value.</p>\n")
 
 
-def _toc(page, runs, scenarios):
+def _toc(page, runs, scenarios, findings):
     page.add("<nav><b>Contents</b><ul>\n<li><a href='#summary'>Summary: allocators ranked per scenario</a></li>\n")
     for s in scenarios:
         page.add(f"<li><a href='#s-{_slug(s)}'>Scenario {esc(s)}</a></li>\n")
     if len(runs) > 1:
         page.add("<li><a href='#compare'>Across GPUs: side by side</a></li>\n")
     page.add("<li><a href='#failures'>Failures and skips</a></li>\n<li><a href='#environment'>Environment</a></li>\n"
-             "<li><a href='#definitions'>Metric definitions</a></li>\n</ul></nav>\n")
+             "<li><a href='#definitions'>Metric definitions</a></li>\n")
+    if findings:
+        page.add("<li><a href='#findings'>Findings</a></li>\n")
+    page.add("</ul></nav>\n")
 
 
 def _score_text(metric, score):
@@ -361,12 +372,13 @@ def _definitions(page, runs):
     page.add("</dl>\n")
 
 
-def render(runs):
+def render(runs, findings=None):
+    """The page and its number of figures; findings: the Findings section's HTML, if any."""
     scenarios = A.scenarios(runs)
     colors = F.allocator_colors(A.allocators(runs))
     page = Page()
     _header(page, runs)
-    _toc(page, runs, scenarios)
+    _toc(page, runs, scenarios, findings)
     _summary(page, runs, scenarios)
     for s in scenarios:
         _scenario_section(page, runs, s, colors)
@@ -375,6 +387,8 @@ def render(runs):
     _failures(page, runs)
     _environment(page, runs)
     _definitions(page, runs)
+    if findings:
+        page.add(findings)
     title = "cumembench report: " + ", ".join(r.label for r in runs)
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>{esc(title)}</title><style>{CSS}</style><script>{SELF_CHECK}</script></head>\n<body>\n"
