@@ -20,6 +20,17 @@ static const char *type_name(cmb_param_type t)
     return "?";
 }
 
+/* A preset with grids runs their union, each grid over the preset's values
+ * of the parameters it does not set; the parameter lines alone would hide that. */
+static void list_grids(FILE *f, const char *preset, const char *const *grids)
+{
+    if (!grids)
+        return;
+    fprintf(f, "    %s runs these grids, each over the %s values of the parameters it leaves out:\n", preset, preset);
+    for (size_t g = 0; grids[g]; g++)
+        fprintf(f, "      %s\n", grids[g][0] ? grids[g] : "(the parameters above)");
+}
+
 void cmb_list(FILE *f)
 {
     fprintf(f, "scenarios:\n");
@@ -32,6 +43,8 @@ void cmb_list(FILE *f)
             fprintf(f, "    --param %-14s %-6s quick=%s full=%s%s%s\n      %s\n", p->name, type_name(p->type),
                     p->quick, p->full, p->choices ? " one of " : "", p->choices ? p->choices : "", p->help);
         }
+        list_grids(f, "quick", s->quick_grids);
+        list_grids(f, "full", s->full_grids);
     }
     fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], or external:/path/lib.so):\n");
     for (size_t i = 0; i < cmb_allocator_count(); i++) {
