@@ -56,13 +56,17 @@ static void preset_grids(void **state)
     assert_string_equal(cmb_param_set_get(&sets[1], "dist"), "uniform");
     assert_string_equal(cmb_param_set_get(&sets[1], "checkerboard"), "true");
     free(sets);
-    /* full: RMM's 3 x 6 grid of uniform sizes without the checkerboard (the
-     * traffic bound skips 6 of them when the cases are planned), the
-     * checkerboard under 2 sizes x 3 distributions, 2 more distributions */
-    assert_int_equal(expand("churn", CMB_PRESET_FULL, NULL, 0, &sets), 18 + 6 + 2);
+    /* full: RMM's grid of uniform sizes without the checkerboard at n=1000
+     * (5 sizes) and n=10000 (2), the checkerboard at 64 MiB under 3
+     * distributions, 2 more distributions at n=1000 x 1 GiB */
+    assert_int_equal(expand("churn", CMB_PRESET_FULL, NULL, 0, &sets), 5 + 2 + 3 + 2);
     assert_string_equal(cmb_param_set_get(&sets[0], "checkerboard"), "false");
+    assert_string_equal(cmb_param_set_get(&sets[0], "n"), "1000");
     assert_string_equal(cmb_param_set_get(&sets[0], "traffic_max"), "1TiB");
-    assert_string_equal(cmb_param_set_get(&sets[18], "checkerboard"), "true");
+    assert_string_equal(cmb_param_set_get(&sets[6], "max_size"), "4MiB");
+    assert_string_equal(cmb_param_set_get(&sets[7], "checkerboard"), "true");
+    assert_string_equal(cmb_param_set_get(&sets[7], "max_size"), "64MiB");
+    assert_string_equal(cmb_param_set_get(&sets[11], "dist"), "bimodal");
     free(sets);
     /* a sweep on the command line replaces the preset's values */
     cmb_param_override ov[] = {{"n", "100,200,300"}, {"dist", "loguniform"}};

@@ -90,11 +90,11 @@ static void presets_expand_as_intended(void **state)
         const char *name;
         size_t quick, full;
     } expect[] = {
-        {"stream-async", 1, 4 + 2},     /* streams; then size at 4 streams */
+        {"stream-async", 1, 3 + 1},     /* streams; then 16 MiB at 4 streams */
         {"shared-mem", 1, 1},
-        {"gemm-chunked", 2, 2 + 6},     /* whole x dtype; chunked x dtype x budget */
+        {"gemm-chunked", 2, 2 + 3},     /* whole x dtype; chunked f64 x budget */
         {"batch-sweep", 1, 1},
-        {"leak-check", 2, 2 * 2},       /* variant (x size) */
+        {"leak-check", 2, 2},           /* variant */
         {"pinned", 1, 4},
         {"contention", 1, 3},
     };
@@ -110,7 +110,7 @@ static void presets_expand_as_intended(void **state)
         free(sets);
     }
     /* gemm-chunked quick: one whole case and one chunked budget, n=4096
-     * float64 (the full preset draws the curve over four budgets) */
+     * float64 (the full preset draws the curve over three budgets) */
     assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_QUICK, &sets), 2);
     assert_string_equal(cmb_param_set_get(&sets[0], "mode"), "whole");
     assert_string_equal(cmb_param_set_get(&sets[1], "mode"), "chunked");
@@ -119,8 +119,10 @@ static void presets_expand_as_intended(void **state)
     assert_string_equal(cmb_param_set_get(&sets[1], "dtype"), "f64");
     free(sets);
     /* the defaults: 10000 x 10000 in the full preset, MLP 100-500-10 */
-    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_FULL, &sets), 8);
+    assert_int_equal(n_sets("gemm-chunked", CMB_PRESET_FULL, &sets), 5);
     assert_string_equal(cmb_param_set_get(&sets[0], "n"), "10000");
+    assert_string_equal(cmb_param_set_get(&sets[4], "budget"), "1GiB");
+    assert_string_equal(cmb_param_set_get(&sets[4], "dtype"), "f64");
     free(sets);
     assert_int_equal(n_sets("batch-sweep", CMB_PRESET_QUICK, &sets), 1);
     assert_string_equal(cmb_param_set_get(&sets[0], "layers"), "100x500x10");
