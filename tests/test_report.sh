@@ -11,7 +11,7 @@
 #   test_report.sh columns    plot scripts and report.py stop with a clear
 #                             error on input that lacks a column
 #   test_report.sh real       timelines from a sim run of the binary, and its report
-#   test_report.sh committed  every committed results/<gpu-slug>/ run, side by side
+#   test_report.sh committed  the committed full runs of every GPU, side by side
 #                             (with docs/findings.md, the default Findings section)
 #   test_report.sh findings   the Findings section from a Markdown file
 #                             (tests/fixtures/reports/docs/findings.md): table, code,
@@ -378,7 +378,13 @@ part_committed() {
     local runs=()
     while IFS= read -r f; do
         runs+=("$(dirname "$f")")
-    done < <(find "$src/results" -name results.csv -not -path "$src/results/runs/*" 2>/dev/null | sort)
+    done < <(find "$src/results" -path "$src/results/*/full/results.csv*" 2>/dev/null | sort)
+    # the cross-GPU report of the full runs (make report-gpus); without them, the plain runs
+    if [ ${#runs[@]} -eq 0 ]; then
+        while IFS= read -r f; do
+            runs+=("$(dirname "$f")")
+        done < <(find "$src/results" -name results.csv -not -path "$src/results/runs/*" 2>/dev/null | sort)
+    fi
     if [ ${#runs[@]} -eq 0 ]; then
         echo "SKIP: no committed results under results/"
         exit 77
