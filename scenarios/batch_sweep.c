@@ -440,7 +440,9 @@ static cmb_status ballast_open(cmb_case *c, uint64_t cap, void **ballast, uint64
     if (!_cmb_gpu(c) || !cap)
         return CMB_OK;
     uint64_t free_now = cmb_case_device_free(c);
-    if (free_now <= cap) {
+    if (free_now == cap)
+        return CMB_OK;
+    if (free_now < cap) {
         *effective = free_now;
         cmb_case_note(c, "only %llu MiB of the device is free, under the cap of %llu MiB: the trials get that",
                       (unsigned long long)(free_now >> 20), (unsigned long long)(cap >> 20));
