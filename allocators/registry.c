@@ -17,24 +17,26 @@ extern const cmb_allocator_methods cmb_cupy_methods;
 extern const cmb_allocator_methods cmb_buddy_methods;
 
 static const cmb_allocator_entry entries[] = {
-    {"cuda", &cmb_cuda_methods, "", NULL},
-    {"cuda-async", &cmb_cuda_async_methods, "pool=default:release_threshold=0", NULL},
+    {"cuda", &cmb_cuda_methods, "", NULL, NULL},
+    {"cuda-async", &cmb_cuda_async_methods, "pool=default:release_threshold=0", NULL, NULL},
     {"cuda-async-retain", &cmb_cuda_async_methods, "pool=own:release_threshold=max",
-     "cudaMallocAsync on its own pool, release threshold UINT64_MAX (RMM's cuda_async default)"},
-    {"managed", &cmb_managed_methods, "", NULL},
-    {"cub", &cmb_cub_methods, "", NULL},
+     "cudaMallocAsync on its own pool, release threshold UINT64_MAX (RMM's cuda_async default)", NULL},
+    {"managed", &cmb_managed_methods, "", NULL, NULL},
+    {"cub", &cmb_cub_methods, "", NULL, NULL},
     {"cub-1g", &cmb_cub_methods, "bin_growth=8:min_bin=3:max_bin=10:max_cached_bytes=unlimited",
-     "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit"},
-    {"torch-caching", &cmb_torch_caching_methods, "", NULL},
-    {"torch-expandable", &cmb_torch_expandable_methods, "", NULL},
-    {"rmm-pool", &cmb_rmm_pool_methods, "", NULL},
-    {"arena", &cmb_arena_methods, "", NULL},
-    {"binning", &cmb_binning_methods, "", NULL},
-    {"bfc", &cmb_bfc_methods, "", NULL},
+     "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit", NULL},
+    {"torch-caching", &cmb_torch_caching_methods, "", NULL, "PyTorch CUDACachingAllocator"},
+    {"torch-expandable", &cmb_torch_expandable_methods, "", NULL,
+     "PyTorch CUDACachingAllocator, expandable_segments:True"},
+    {"rmm-pool", &cmb_rmm_pool_methods, "", NULL, "RMM pool_memory_resource"},
+    {"arena", &cmb_arena_methods, "", NULL, "RMM arena_memory_resource"},
+    {"binning", &cmb_binning_methods, "", NULL, "RMM binning_memory_resource"},
+    {"bfc", &cmb_bfc_methods, "", NULL, "TensorFlow/XLA BFCAllocator"},
     {"bfc-prealloc", &cmb_bfc_methods, "allow_growth=false",
-     "TensorFlow BFC as TF's GPU default (allow_growth off): one region of the whole memory limit"},
-    {"cupy", &cmb_cupy_methods, "", NULL},
-    {"buddy", &cmb_buddy_methods, "", NULL},
+     "TensorFlow BFC as TF's GPU default (allow_growth off): one region of the whole memory limit",
+     "TensorFlow/XLA BFCAllocator"},
+    {"cupy", &cmb_cupy_methods, "", NULL, "CuPy MemoryPool"},
+    {"buddy", &cmb_buddy_methods, "", NULL, NULL},
 };
 
 size_t cmb_allocator_count(void)
@@ -60,4 +62,9 @@ const char *cmb_allocator_sim_skip_reason(const cmb_allocator_methods *m)
     if (m->flags & CMB_ALLOC_NEEDS_GPU)
         return "needs a GPU: it allocates through the CUDA driver, not through an upstream";
     return NULL;
+}
+
+const char *cmb_allocator_impl(const cmb_allocator_entry *e)
+{
+    return e && e->emulates ? "emulation" : "real";
 }

@@ -18,6 +18,12 @@ typedef struct cmb_allocator_entry {
     const cmb_allocator_methods *methods;
     const char *default_options; /* "key=value:key=value", or "" */
     const char *summary;         /* overrides methods->summary when set */
+    /* The library this entry emulates ("PyTorch CUDACachingAllocator"), or
+     * NULL when the entry is itself the real code (the CUDA driver's
+     * allocators, CUB, the suite's own policies). An emulation reproduces
+     * which memory the original holds, not what a call costs: its time is
+     * the policy's bookkeeping, a lower bound, and is labelled so. */
+    const char *emulates;
 } cmb_allocator_entry;
 
 size_t cmb_allocator_count(void);
@@ -26,6 +32,10 @@ const cmb_allocator_entry *cmb_allocator_find(const char *name);
 
 /* Why an allocator cannot run in sim mode, or NULL when it can. */
 const char *cmb_allocator_sim_skip_reason(const cmb_allocator_methods *m);
+
+/* "emulation" when the entry imitates another library (emulates != NULL),
+ * else "real"; external plug-ins (entry NULL) are "real". */
+const char *cmb_allocator_impl(const cmb_allocator_entry *e);
 
 #ifdef __cplusplus
 }
