@@ -84,8 +84,10 @@
  * paying page remaps instead of a plan. Metadata lives on the host only
  * (no boundary tags in device memory), as every policy of this suite.
  *
- * Options: slack (real >= 0, default 0.005), small_max (size, default 1 MiB),
- * fast_bins (bool, default true). See docs/cmb.md.
+ * Options: slack (real in [0, 1], default 0.005), small_max (size, default
+ * 1 MiB), fast_bins (bool, default true), page (size: the unit mapped per
+ * upstream call, a power of two from the upstream's granularity; default the
+ * granularity). See docs/cmb.md.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -143,8 +145,10 @@ typedef struct blk {
 } blk;
 
 struct arena {
-    uintptr_t base;
+    uintptr_t base;         /* page-aligned start of the tiles */
     uint64_t size;
+    void *res_va;           /* the reservation as the upstream gave it */
+    uint64_t res_size;
     uint64_t pages;
     uint8_t *mapped;        /* one byte per page */
     struct blk *first;      /* the block at base */
@@ -604,10 +608,11 @@ static cmb_status add_arena(cmbx *a, int hp, uint64_t at_least)
         h->arenas = grown;
         h->cap_arenas = cap;
     }
-    void *va;
-    if ((s = cmb_up_va_reserve(a->up, size, &va)) != CMB_OK)
+    /* a page larger than the upstream's granularity needs a page-aligned base */
+    ar->res_size = size + (a->page > a->up->granularity ? a->page : 0);
+    if ((s = cmb_up_va_reserve(a->up, ar->res_size, &ar->res_va)) != CMB_OK)
         goto out_free;
-    ar->base = (uintptr_t)va;
+    ar->base = round_up((uintptr_t)ar->res_va, a->page);
     h->arenas[h->n_arenas++] = ar;
     a->ctr.arenas++;
     memset(b, 0, sizeof *b);
@@ -672,6 +677,16 @@ static cmb_status take(cmbx *a, blk *f, uint64_t s, int from_tail, size_t size, 
     note_need(a);
     *ptr = (void *)f->ptr;
     return CMB_OK;
+}
+
+/* Which end of free block f should s bytes take? The one that turns fewer
+ * cached pages into needed ones (it leans on a page a live neighbour
+ * already holds); the front on a tie. */
+static int tail_is_cheaper(const cmbx *a, const blk *f, uint64_t s)
+{
+    if (f->size == s)
+        return 0;
+    return cached_in(a, f, blk_end(f) - s, blk_end(f)) < cached_in(a, f, f->ptr, f->ptr + s);
 }
 
 /* Best fit among the free blocks stream ss may use. */
@@ -1003,14 +1018,14 @@ static cmb_status alloc_slow(cmbx *a, uint64_t s, size_t size, sstream *ss, void
         flush_bins(a, ss);
     if ((f = best_fit(a, hp, s, ss))) {
         a->ctr.tree_hits++;
-        return take(a, f, s, 0, size, ss, ptr);
+        return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
     }
     flush_all_bins(a);
     if (harvest(a) && a->n_streams > 1)
         consolidate(a);
     if ((f = best_fit(a, hp, s, ss))) {
         a->ctr.tree_hits++;
-        return take(a, f, s, 0, size, ss, ptr);
+        return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
     }
     st = grow(a, hp, s, size, ss, ptr);
     if (st != CMB_ERR_OOM)
@@ -1019,7 +1034,7 @@ static cmb_status alloc_slow(cmbx *a, uint64_t s, size_t size, sstream *ss, void
     release_all(a);
     a->st.oom_retries++;
     if ((f = best_fit(a, hp, s, ss)))
-        return take(a, f, s, 0, size, ss, ptr);
+        return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
     st = grow(a, hp, s, size, ss, ptr);
     if (st == CMB_ERR_OOM)
         snprintf(a->err, sizeof a->err,
@@ -1172,7 +1187,7 @@ static cmb_status cmb_destroy(void *state)
                 if (st != CMB_OK && first == CMB_OK)
                     first = st;
             }
-            cmb_status st = cmb_up_va_release(a->up, (void *)ar->base, ar->size);
+            cmb_status st = cmb_up_va_release(a->up, ar->res_va, ar->res_size);
             if (st != CMB_OK && first == CMB_OK)
                 first = st;
             free(ar->mapped);
@@ -1282,6 +1297,7 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     double slack = cmb_options_double(&r, "slack", CMB_SLACK_DEFAULT);
     uint64_t small_max = cmb_options_size(&r, "small_max", CMB_SMALL_MAX_DEFAULT);
     int bins = cmb_options_bool(&r, "fast_bins", 1);
+    uint64_t page = cmb_options_size(&r, "page", 0);
     cmb_status st = cmb_options_end(&r, "cmb");
     if (st != CMB_OK)
         return st;
@@ -1300,6 +1316,14 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
         snprintf(cfg->error, cfg->error_len, "cmb: needs an upstream with virtual memory (vmm or sim)");
         return CMB_ERR_UNSUPPORTED;
     }
+    if (!page)
+        page = g;
+    if ((page & (page - 1)) || page < g || page > (1ull << 34)) {
+        snprintf(cfg->error, cfg->error_len,
+                 "cmb: page must be a power of two from the upstream's granularity (%llu B) to 16 GiB",
+                 (unsigned long long)g);
+        return CMB_ERR_INVALID;
+    }
     size_t free_b = 0, total_b = 0;
     if (cmb_up_mem_info(up, &free_b, &total_b) != CMB_OK || !total_b) {
         snprintf(cfg->error, cfg->error_len, "cmb: cannot read the device's memory size");
@@ -1315,8 +1339,8 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     }
     cmb_objpool_init(&a->pool, sizeof(blk));
     a->up = up;
-    a->page = g;
-    a->shift = (unsigned)__builtin_ctzll(g);
+    a->page = page;
+    a->shift = (unsigned)__builtin_ctzll(page);
     a->small_max = small_max;
     a->slack = slack;
     a->use_bins = bins;
@@ -1325,7 +1349,7 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
         cmb_rb_init(&a->heaps[hp].holes);
         /* the device's size of address space, twice that for large blocks:
          * cheap to reserve, and holes left by unmapping rarely exhaust it */
-        a->heaps[hp].arena_size = round_up((uint64_t)total_b, g) * (hp == H_LARGE ? 2 : 1);
+        a->heaps[hp].arena_size = round_up((uint64_t)total_b, page) * (hp == H_LARGE ? 2 : 1);
     }
     *state = a;
     return CMB_OK;

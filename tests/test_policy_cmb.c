@@ -106,6 +106,11 @@ static void conformance_options(void **state)
     cmb_conformance_random(&c);
     cmb_conformance f = {.allocator = "cmb", .options = opts, .ops = 40000, .streams = 3, .seed = 44};
     cmb_conformance_faults(&f);
+    /* pages of 8 MiB: each upstream call maps four granules */
+    cmb_conformance g = {.allocator = "cmb", .options = "page=8MiB", .ops = 100000, .streams = 2, .seed = 47};
+    cmb_conformance_random(&g);
+    cmb_conformance h = {.allocator = "cmb", .options = "page=8MiB", .ops = 40000, .streams = 2, .seed = 48};
+    cmb_conformance_faults(&h);
 }
 
 /* A device small enough that the traffic runs out of memory all the time:
@@ -146,6 +151,9 @@ static void options_are_checked(void **state)
     static const char *const bad[][2] = {
         {"bogus", "1"}, {"slack", "-0.1"}, {"slack", "2"}, {"slack", "x"},
         {"small_max", "2TiB"}, {"small_max", "many"}, {"fast_bins", "perhaps"},
+        {"page", "1MiB"},  /* below the granularity */
+        {"page", "6MiB"},  /* not a power of two */
+        {"page", "32GiB"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
@@ -155,6 +163,7 @@ static void options_are_checked(void **state)
     }
     static const char *const good[][2] = {
         {"slack", "0"}, {"slack", "0.25"}, {"small_max", "0"}, {"small_max", "4MiB"}, {"fast_bins", "false"},
+        {"page", "2MiB"}, {"page", "8MiB"},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         if (try_create(good[i][0], good[i][1], err, sizeof err) != CMB_OK)
