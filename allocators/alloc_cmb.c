@@ -41,11 +41,13 @@
  *    done through this suite's upstream, which has no handle reuse, so a
  *    stitched page is an unmap here and a map there (cuMemRelease +
  *    cuMemCreate on vmm) and the physical footprint never grows for it.
- *  - Out of memory (the upstream refuses a page, or cudaMemGetInfo says the
- *    pages cannot fit): every stream with unordered frees is synchronized,
- *    every cached page is unmapped, and the request is tried once more
- *    (oom_retries), as PyTorch's release_cached_blocks does. trim() does the
- *    same release.
+ *  - Out of memory (the upstream refuses a page, or mem_info says a growth
+ *    of 32 pages or more cannot fit): every stream with unordered frees is
+ *    synchronized, every cached page is unmapped, and the request is tried
+ *    once more (oom_retries), as PyTorch's release_cached_blocks does. A
+ *    request that would not fit even then (its pages exceed the free and
+ *    cached ones) fails at once and keeps the cache. trim() does the same
+ *    release.
  *  - deallocate: to the stream's fast bin when freed on the stream it was
  *    allocated on (at most 4 per bin, one size per bin), otherwise into the
  *    free tree, coalescing with free neighbours whose stream constraints
@@ -214,6 +216,7 @@ typedef struct cmbx {
     uint64_t mapped_pages, cached_pages, hwm_pages;
     cmb_cmb_counters ctr;
     cmb_alloc_stats st;
+    int hopeless;             /* the last growth could not fit even after a release */
     CMB_DEBUG_ONLY(uint64_t ops;)
     char err[256];
 } cmbx;
@@ -986,6 +989,19 @@ static cmb_status grow(cmbx *a, int hp, uint64_t s, size_t size, sstream *ss, vo
     if (!p.n) /* a free block that fits after all (best fit gave up probing) */
         return take(a, p.left, s, 0, size, ss, ptr);
 
+    /* a large growth asks the device first: when even every cached page
+     * released could not make room (a block of s bytes needs at least
+     * ceil(s / page) - 2 pages no live block holds), fail now and keep the
+     * cache; when only a release could, fail so the caller releases */
+    size_t free_b = 0, total_b;
+    int asked = p.n >= CMB_MEMINFO_PAGES && cmb_up_mem_info(a->up, &free_b, &total_b) == CMB_OK;
+    uint64_t free_pages = (uint64_t)free_b >> a->shift, least = round_up(s, a->page) >> a->shift;
+    least = least > 2 ? least - 2 : 0;
+    if (asked && least > free_pages + a->cached_pages) {
+        a->hopeless = 1;
+        return CMB_ERR_OOM;
+    }
+
     uint64_t after = needed_pages(a) + p.newly_needed;
     uint64_t hwm = after > a->hwm_pages ? after : a->hwm_pages;
     uint64_t budget = hwm + (uint64_t)((double)hwm * a->slack);
@@ -994,14 +1010,12 @@ static cmb_status grow(cmbx *a, int hp, uint64_t s, size_t size, sstream *ss, vo
         harvest(a);
         uint64_t got = reclaim(a, want, p.hole);
         a->ctr.budget_unmaps += got;
+        free_pages += got;
         if (got < want)
             a->ctr.over_budget++;
     }
-    if (p.n >= CMB_MEMINFO_PAGES) {
-        size_t free_b, total_b;
-        if (cmb_up_mem_info(a->up, &free_b, &total_b) == CMB_OK && (uint64_t)free_b < (p.n << a->shift))
-            return CMB_ERR_OOM;
-    }
+    if (asked && p.n > free_pages)
+        return CMB_ERR_OOM;
     return grow_at(a, &p, s, size, ss, ptr);
 }
 
@@ -1027,19 +1041,23 @@ static cmb_status alloc_slow(cmbx *a, uint64_t s, size_t size, sstream *ss, void
         a->ctr.tree_hits++;
         return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
     }
+    a->hopeless = 0;
     st = grow(a, hp, s, size, ss, ptr);
     if (st != CMB_ERR_OOM)
         return st;
+    if (a->hopeless)
+        goto out_oom;
     /* out of memory: give every cached page back and try once more */
     release_all(a);
     a->st.oom_retries++;
     if ((f = best_fit(a, hp, s, ss)))
         return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
     st = grow(a, hp, s, size, ss, ptr);
-    if (st == CMB_ERR_OOM)
-        snprintf(a->err, sizeof a->err,
-                 "cmb: out of memory allocating %zu B: %llu pages held, %llu needed by live blocks",
-                 size, (unsigned long long)a->mapped_pages, (unsigned long long)needed_pages(a));
+    if (st != CMB_ERR_OOM)
+        return st;
+out_oom:
+    snprintf(a->err, sizeof a->err, "cmb: out of memory allocating %zu B: %llu pages held, %llu needed by live blocks",
+             size, (unsigned long long)a->mapped_pages, (unsigned long long)needed_pages(a));
     return st;
 }
 
