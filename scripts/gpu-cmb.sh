@@ -17,7 +17,7 @@
 # With --sim: the same runs in sim mode under every policy that runs there
 # (docs/cmb.md's sim tables are made this way), plus each trace's smallest
 # device (find_min_capacity). On a GPU each run has a share of 7.5 minutes
-# (churn 150 s, fastpath 120 s, replay 180 s): a run cut there keeps the
+# (churn 140 s, fastpath 140 s, replay 170 s): a run cut there keeps the
 # cases it finished, and the summary says it was cut. Exit status: 0 when every case
 # ran, 1 when some case failed or a run was cut, 2 on bad usage or no GPU.
 set -u
@@ -41,7 +41,7 @@ traces=$(ls traces/samples/*.trace | paste -sd, -)
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,cmb:page=8MiB@vmm,torch-expandable@vmm,torch-caching,bfc,rmm-pool"
     find_min=false
-    limits="150 120 180"
+    limits="140 140 170"
 else
     limits="3600 3600 3600"
     # every policy --list does not mark [GPU only], and cmb with 8 MiB pages
