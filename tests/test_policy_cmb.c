@@ -598,13 +598,21 @@ static double replay_ratio(const char *path)
     return ratio;
 }
 
+/* The two training traces cmb was designed on, and the two recorded later
+ * (a convnet, an LLM decode loop), which it was not tuned on; those two are
+ * checked where the tree has them. */
 static void sample_traces_within_two_percent(void **state)
 {
     (void)state;
-    static const char *const traces[] = {"torch_transformer_sweep.trace", "torch_mlp_sweep_default.trace"};
+    static const char *const traces[] = {"torch_transformer_sweep.trace", "torch_mlp_sweep_default.trace",
+                                         "torch_convnet.trace", "torch_llm_decode.trace"};
     for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/traces/samples/%s", cmb_test_src(), traces[i]);
+        if (i >= 2 && !cmb_test_exists(path)) {
+            print_message("%s: not in this tree\n", traces[i]);
+            continue;
+        }
         double ratio = replay_ratio(path);
         print_message("%s: peak reserved / peak requested = %.4f\n", traces[i], ratio);
         if (ratio > 1.02)
