@@ -15,6 +15,7 @@ extern const cmb_allocator_methods cmb_binning_methods;
 extern const cmb_allocator_methods cmb_bfc_methods;
 extern const cmb_allocator_methods cmb_cupy_methods;
 extern const cmb_allocator_methods cmb_buddy_methods;
+extern const cmb_allocator_methods cmb_cmb_methods;
 
 static const cmb_allocator_entry entries[] = {
     {"cuda", &cmb_cuda_methods, "", NULL, NULL},
@@ -37,6 +38,7 @@ static const cmb_allocator_entry entries[] = {
      "TensorFlow/XLA BFCAllocator"},
     {"cupy", &cmb_cupy_methods, "", NULL, "CuPy MemoryPool"},
     {"buddy", &cmb_buddy_methods, "", NULL, NULL},
+    {"cmb", &cmb_cmb_methods, "", NULL, NULL},
 };
 
 size_t cmb_allocator_count(void)

@@ -6,7 +6,8 @@
  * upstream's memory or misuse the upstream, statistics must agree, every
  * allocator must meet injected faults, and the allocators that free their
  * cache and retry (CuPy, PyTorch's caching allocator) must be seen doing
- * it. CUB also retries, but only runs on a GPU (scripts/gpu-reliability.sh).
+ * it, as must cmb, which releases its cached pages and retries. CUB also
+ * retries, but only runs on a GPU (scripts/gpu-reliability.sh).
  * The checks are in tests/support/results_check.py. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,7 +50,7 @@ static void every_allocator_survives_upstream_faults(void **state)
         strcat(dirs, " ");
         strcat(dirs, dir);
     }
-    snprintf(cmd, sizeof cmd, "python3 %s/tests/support/results_check.py faults --retry cupy,torch-caching "
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/support/results_check.py faults --retry cupy,torch-caching,cmb "
                               "--summary %s/summary.txt%s", src, tmp, dirs);
     int rc = cmb_test_sh(cmd, out, sizeof out);
     printf("%s", out);

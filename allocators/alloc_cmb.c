@@ -1,0 +1,1391 @@
+/* alloc_cmb.c - "cmb": the suite's own allocator. Byte-granular placement in
+ * virtual address space, page-granular physical memory, a budget that keeps
+ * the pages held near the most the program ever needed, and stream-ordered
+ * reuse. It needs an upstream with virtual memory (vmm on a GPU, or sim).
+ *
+ * Algorithm
+ *  - Two heaps: requests below small_max (1 MiB, PyTorch's kSmallSize) and
+ *    the rest, so long-lived small blocks do not pin pages among large ones.
+ *    Each heap owns arenas: virtual ranges reserved once (cmb_up_va_reserve,
+ *    as large as the device, twice that for the large heap). An arena is
+ *    tiled by blocks: live, binned (see below), free, and holes. Requests are
+ *    rounded to 512 B (PyTorch's kMinBlockSize) and packed next to each
+ *    other, so neighbouring blocks share their boundary pages: memory is
+ *    placed to the byte, while physical memory is taken and returned a page
+ *    (the upstream's granularity, 2 MiB on H100/H200) at a time.
+ *  - A free block is always mapped; a hole is a page-aligned range with no
+ *    page mapped. Pages lying wholly inside free blocks are "cached": held,
+ *    but serving no live block. needed = mapped - cached pages.
+ *  - allocate: (1) a fast bin of the stream holding a block of exactly the
+ *    rounded size (dlmalloc's fastbins, glibc malloc/malloc.c: freed blocks
+ *    kept uncoalesced in per-size LIFO lists): O(1), no tree. (2) Otherwise
+ *    the stream's bins are coalesced back, and the smallest free block that
+ *    fits and that this stream may use is split (best fit by size, then
+ *    address; no upstream call). (3) Otherwise every stream's bins are
+ *    flushed, frees whose stream order is known complete are harvested
+ *    (below), and (2) is tried again. (4) Otherwise the heap grows: every
+ *    hole is a candidate, with the usable free blocks on either side of it
+ *    (PyTorch's expandable segments grow a free block into the unmapped
+ *    space after it: find_expandable_block in
+ *    c10/cuda/CUDACachingAllocator.cpp, v2.11); the block goes where the
+ *    fewest new pages must be mapped (left-aligned on the free block before
+ *    the hole, or right-aligned on the one after it), ties to the tightest
+ *    span. Only those pages are mapped, one upstream call each.
+ *  - Budget, the unmapping policy: before mapping n pages, if the pages held
+ *    would exceed (1 + slack) x the high-water mark of needed pages
+ *    (including this request), cached pages elsewhere are unmapped first,
+ *    smallest free blocks first so large cached runs survive. Physical
+ *    memory thus moves from scattered free fragments to the place a new
+ *    block needs it: GMLake's virtual memory stitching (Guo et al.,
+ *    ASPLOS'24, arXiv:2401.08156; github.com/intelligent-machine-learning/glake)
+ *    done through this suite's upstream, which has no handle reuse, so a
+ *    stitched page is an unmap here and a map there (cuMemRelease +
+ *    cuMemCreate on vmm) and the physical footprint never grows for it.
+ *  - Out of memory (the upstream refuses a page, or mem_info says a growth
+ *    of 32 pages or more cannot fit): every stream with unordered frees is
+ *    synchronized, every cached page is unmapped, and the request is tried
+ *    once more (oom_retries), as PyTorch's release_cached_blocks does. A
+ *    request that would not fit even then (its pages exceed the free and
+ *    cached ones) fails at once and keeps the cache. trim() does the same
+ *    release.
+ *  - deallocate: to the stream's fast bin when freed on the stream it was
+ *    allocated on (at most 4 per bin, one size per bin), otherwise into the
+ *    free tree, coalescing with free neighbours whose stream constraints
+ *    allow it.
+ *
+ * Stream order (at least as strict as PyTorch, whose blocks go back to the
+ * pool of their allocation stream only): a block freed on stream S is
+ * reused at once by S only. Every free takes a sequence number; a stream's
+ * event is recorded (re-recorded) when another stream needs memory or when
+ * memory is to be unmapped, and when it has completed, the frees it covers
+ * are usable by every stream and may be unmapped. A block freed on a stream
+ * other than the one it was allocated on needs both streams' order before
+ * anyone reuses it, so it is safe whether the program meant PyTorch's rule
+ * (the free is ordered on the allocation stream) or cudaFreeAsync's (on the
+ * freeing stream). Nothing is unmapped before its frees are ordered: the
+ * budget takes only ordered pages and goes over budget rather than wait;
+ * out of memory and trim() synchronize first. Sim events complete at once.
+ *
+ * Bounds
+ *  - peak reserved <= (1 + slack) x peak needed pages x page, except where
+ *    the budget found no ordered cached page to unmap (a GPU with frees in
+ *    flight). needed <= sum over live blocks of the pages each touches, at
+ *    most ceil(size / page) + 1 per block, and shared boundary pages make it
+ *    close to requested / page for packed blocks.
+ *  - a fast-bin hit: O(1), one hash lookup on free; a tree hit: O(log n) and
+ *    at most 64 skipped blocks of other streams; growth: O(holes) plus one
+ *    upstream call per page mapped or unmapped, none on a cache hit.
+ *  - host memory: one record per block and per hole, one byte per page of
+ *    reserved virtual space.
+ *
+ * Anchors: PyTorch's expandable segments (growth into unmapped space, stream
+ * sync before unmapping); GMLake (physical pages moved under fresh virtual
+ * ranges instead of splitting cached segments); STAlloc (Huang et al.,
+ * EuroSys'26, arXiv:2507.16274) plans placements offline from a profiled
+ * step to reach >95% efficiency: this policy is online and gets there by
+ * paying page remaps instead of a plan. Metadata lives on the host only
+ * (no boundary tags in device memory), as every policy of this suite.
+ *
+ * Options: slack (real in [0, 1], default 0.005), small_max (size, default
+ * 1 MiB), fast_bins (bool, default true), page (size: the unit mapped per
+ * upstream call, a power of two from the upstream's granularity; default the
+ * granularity). See docs/cmb.md.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/cmb_assert.h"
+#include "../common/cmb_hashmap.h"
+#include "../common/cmb_objpool.h"
+#include "../common/cmb_rbtree.h"
+#include "cmb_allocator.h"
+#include "options.h"
+
+/* --- constants ------------------------------------------------------------- */
+
+/* rounding of every request: kMinBlockSize = 512 (c10/cuda/CUDACachingAllocator.cpp, v2.11) */
+#define CMB_ROUND 512u
+/* small heap below kSmallSize = 1 MiB (c10/cuda/CUDACachingAllocator.cpp, v2.11) */
+#define CMB_SMALL_MAX_DEFAULT (1ull << 20)
+/* cached pages allowed above the peak need: fixed on the transformer and MLP
+ * sample traces (peak held 1.009 and 1.010 x requested; docs/cmb.md) */
+#define CMB_SLACK_DEFAULT 0.005
+/* fast bins per stream (direct-mapped by size) and blocks per bin */
+#define CMB_NBINS 64
+#define CMB_BIN_DEPTH 4
+/* best fit skips at most this many free blocks other streams still own */
+#define CMB_FIT_PROBES 64
+/* growth of this many pages or more asks mem_info first, so a request that
+ * cannot fit fails without mapping and unmapping thousands of pages */
+#define CMB_MEMINFO_PAGES 32
+/* a full consistency walk every this many operations in debug builds */
+#ifndef CMB_VALIDATE_EVERY
+#define CMB_VALIDATE_EVERY 4096
+#endif
+
+enum { B_LIVE = 1, B_BINNED, B_FREE, B_HOLE };
+enum { H_SMALL, H_LARGE, N_HEAPS };
+
+/* --- data ------------------------------------------------------------------ */
+
+typedef struct sstream sstream;
+typedef struct arena arena;
+
+typedef struct blk {
+    cmb_rbnode node;        /* FREE: heap->free by (size, ptr); HOLE: heap->holes by ptr */
+    uintptr_t ptr;
+    uint64_t size;
+    struct blk *prev, *next; /* address neighbours: they tile the arena */
+    arena *ar;
+    sstream *owner;         /* LIVE: allocation stream; BINNED/FREE: the stream the
+                               free is ordered on, NULL once ordered for all */
+    sstream *also;          /* FREE: a second stream whose order it needs, or NULL */
+    uint64_t seq;           /* BINNED/FREE: sequence number of the free */
+    struct blk *link;       /* BINNED: next in the bin */
+    uint8_t state;
+    uint8_t heap;
+} blk;
+
+struct arena {
+    uintptr_t base;         /* page-aligned start of the tiles */
+    uint64_t size;
+    void *res_va;           /* the reservation as the upstream gave it */
+    uint64_t res_size;
+    uint64_t pages;
+    uint8_t *mapped;        /* one byte per page */
+    struct blk *first;      /* the block at base */
+    int heap;
+};
+
+typedef struct heap {
+    arena **arenas;
+    size_t n_arenas, cap_arenas;
+    cmb_rbtree free;        /* FREE blocks by (size, ptr) */
+    cmb_rbtree holes;       /* HOLE blocks by ptr */
+    uint64_t arena_size;
+} heap;
+
+typedef struct bin {
+    uint64_t size;
+    blk *head;
+    uint32_t n;
+} bin;
+
+struct sstream {
+    cmb_stream handle;
+    uint64_t bin_mask;      /* bit i: bins[i] holds a block */
+    uint64_t last_free;     /* seq of the newest free ordered on this stream */
+    uint64_t ordered;       /* frees with seq <= ordered are complete on the device */
+    uint64_t ev_seq;        /* what the event in flight covers */
+    cmb_event ev;
+    int has_event, ev_in_flight;
+    bin bins[CMB_NBINS];
+};
+
+/* Counters beyond cmb_alloc_stats, for tests and docs/cmb.md. */
+typedef struct cmb_cmb_counters {
+    uint64_t bin_hits;        /* allocations served by a fast bin            */
+    uint64_t tree_hits;       /* allocations served by a free block          */
+    uint64_t grows;           /* allocations that mapped pages               */
+    uint64_t map_calls;       /* upstream map calls (one page each)          */
+    uint64_t unmap_calls;     /* upstream unmap calls (one page each)        */
+    uint64_t budget_unmaps;   /* pages unmapped to stay within the budget    */
+    uint64_t over_budget;     /* growths that found too few ordered pages    */
+    uint64_t events;          /* event records and re-records                */
+    uint64_t syncs;           /* stream synchronizations                     */
+    uint64_t arenas;          /* virtual ranges reserved                     */
+    uint64_t hwm_pages;       /* high-water mark of needed pages             */
+    uint64_t mapped_pages;    /* pages held now                              */
+    uint64_t cached_pages;    /* of which serve no live block                */
+} cmb_cmb_counters;
+
+typedef struct cmbx {
+    cmb_upstream *up;
+    uint64_t page;
+    unsigned shift;           /* log2(page) */
+    uint64_t small_max;
+    double slack;
+    int use_bins;
+    heap heaps[N_HEAPS];
+    sstream **streams;
+    size_t n_streams, cap_streams;
+    sstream *last;            /* the stream of the previous call */
+    cmb_hashmap live;         /* ptr -> blk *, LIVE and BINNED */
+    cmb_objpool pool;
+    uint64_t seq;
+    uint64_t mapped_pages, cached_pages, hwm_pages;
+    cmb_cmb_counters ctr;
+    cmb_alloc_stats st;
+    int hopeless;             /* the last growth could not fit even after a release */
+    CMB_DEBUG_ONLY(uint64_t ops;)
+    char err[256];
+} cmbx;
+
+#define BLK(n) cmb_rb_entry((n), blk, node)
+
+static inline uint64_t round_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static inline uintptr_t blk_end(const blk *b)
+{
+    return b->ptr + b->size;
+}
+
+/* --- pages ----------------------------------------------------------------- */
+
+/* Pages wholly inside [lo, hi). */
+static inline uint64_t inner_pages(const cmbx *a, uintptr_t lo, uintptr_t hi)
+{
+    uint64_t first = (lo + a->page - 1) >> a->shift, last = hi >> a->shift;
+    return last > first ? last - first : 0;
+}
+
+/* Pages wholly inside free block f that [lo, hi) touches: what a block
+ * placed there turns from cached into needed. */
+static uint64_t cached_in(const cmbx *a, const blk *f, uintptr_t lo, uintptr_t hi)
+{
+    if (!f)
+        return 0;
+    uint64_t i0 = (f->ptr + a->page - 1) >> a->shift, i1 = blk_end(f) >> a->shift;
+    uint64_t j0 = lo >> a->shift, j1 = (hi + a->page - 1) >> a->shift;
+    uint64_t lo_p = i0 > j0 ? i0 : j0, hi_p = i1 < j1 ? i1 : j1;
+    return hi_p > lo_p ? hi_p - lo_p : 0;
+}
+
+static inline uint64_t needed_pages(const cmbx *a)
+{
+    cmb_assert_internal(a->cached_pages <= a->mapped_pages);
+    return a->mapped_pages - a->cached_pages;
+}
+
+static void note_need(cmbx *a)
+{
+    uint64_t n = needed_pages(a);
+    if (n > a->hwm_pages)
+        a->hwm_pages = n;
+}
+
+/* Maps pages [first, first + n) of ar, one upstream call each; all or none. */
+static cmb_status map_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t p = first + i;
+        cmb_assert_internal(p < ar->pages && !ar->mapped[p]);
+        cmb_status s = cmb_up_map(a->up, (void *)(ar->base + (p << a->shift)), a->page);
+        if (s != CMB_OK) {
+            while (i-- > 0) {
+                p = first + i;
+                if (cmb_up_unmap(a->up, (void *)(ar->base + (p << a->shift)), a->page) == CMB_OK) {
+                    ar->mapped[p] = 0;
+                    a->mapped_pages--;
+                    a->ctr.unmap_calls++;
+                    a->st.upstream_frees++;
+                }
+            }
+            return s;
+        }
+        ar->mapped[p] = 1;
+        a->mapped_pages++;
+        a->ctr.map_calls++;
+        a->st.upstream_allocs++;
+    }
+    return CMB_OK;
+}
+
+/* Unmaps pages [first, first + n) in order; *done is how many went. */
+static cmb_status unmap_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n, uint64_t *done)
+{
+    for (*done = 0; *done < n; (*done)++) {
+        uint64_t p = first + *done;
+        cmb_assert_internal(ar->mapped[p]);
+        cmb_status s = cmb_up_unmap(a->up, (void *)(ar->base + (p << a->shift)), a->page);
+        if (s != CMB_OK)
+            return s;
+        ar->mapped[p] = 0;
+        a->mapped_pages--;
+        a->ctr.unmap_calls++;
+        a->st.upstream_frees++;
+    }
+    return CMB_OK;
+}
+
+/* --- streams and their order ----------------------------------------------- */
+
+static sstream *stream_find(cmbx *a, cmb_stream s)
+{
+    for (size_t i = 0; i < a->n_streams; i++)
+        if (a->streams[i]->handle == s)
+            return a->last = a->streams[i];
+    if (a->n_streams == a->cap_streams) {
+        size_t cap = a->cap_streams ? a->cap_streams * 2 : 4;
+        sstream **grown = realloc(a->streams, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        a->streams = grown;
+        a->cap_streams = cap;
+    }
+    sstream *ss = calloc(1, sizeof *ss);
+    if (!ss)
+        return NULL;
+    ss->handle = s;
+    a->streams[a->n_streams++] = ss;
+    return a->last = ss;
+}
+
+static inline sstream *stream_of(cmbx *a, cmb_stream s)
+{
+    if (a->last && a->last->handle == s)
+        return a->last;
+    return stream_find(a, s);
+}
+
+/* Drops the constraints whose stream has ordered the free. */
+static inline void settle(blk *b)
+{
+    if (b->owner && b->seq <= b->owner->ordered)
+        b->owner = NULL;
+    if (b->also && b->seq <= b->also->ordered)
+        b->also = NULL;
+    if (!b->owner) {
+        b->owner = b->also;
+        b->also = NULL;
+    }
+}
+
+/* May stream s hand out free block b now? */
+static inline int usable(const blk *b, const sstream *s)
+{
+    return (!b->owner || b->owner == s || b->seq <= b->owner->ordered) &&
+           (!b->also || b->also == s || b->seq <= b->also->ordered);
+}
+
+static inline int is_ordered(blk *b)
+{
+    settle(b);
+    return !b->owner;
+}
+
+/* Advances each stream's ordered mark through its event: a completed event
+ * orders the frees it covers; a stream with newer frees gets its event
+ * (re-)recorded and queried once. Returns 1 when a mark moved. */
+static int harvest(cmbx *a)
+{
+    int moved = 0;
+    for (size_t i = 0; i < a->n_streams; i++) {
+        sstream *s = a->streams[i];
+        if (s->last_free <= s->ordered)
+            continue;
+        if (s->ev_in_flight && cmb_up_event_query(a->up, s->ev) == CMB_OK) {
+            s->ordered = s->ev_seq;
+            s->ev_in_flight = 0;
+            moved = 1;
+        }
+        if (s->ev_in_flight || s->last_free <= s->ordered)
+            continue;
+        cmb_status st = s->has_event ? cmb_up_event_rerecord(a->up, s->handle, s->ev)
+                                     : cmb_up_event_record(a->up, s->handle, &s->ev);
+        if (st != CMB_OK)
+            continue; /* no event: those frees wait for a synchronization */
+        s->has_event = 1;
+        s->ev_in_flight = 1;
+        s->ev_seq = a->seq;
+        a->ctr.events++;
+        if (cmb_up_event_query(a->up, s->ev) == CMB_OK) {
+            s->ordered = s->ev_seq;
+            s->ev_in_flight = 0;
+            moved = 1;
+        }
+    }
+    return moved;
+}
+
+/* Synchronizes every stream with unordered frees (out of memory, trim, destroy). */
+static cmb_status sync_streams(cmbx *a)
+{
+    cmb_status first = CMB_OK;
+    for (size_t i = 0; i < a->n_streams; i++) {
+        sstream *s = a->streams[i];
+        if (s->last_free <= s->ordered)
+            continue;
+        uint64_t covers = a->seq;
+        cmb_status st = cmb_up_stream_sync(a->up, s->handle);
+        a->ctr.syncs++;
+        if (st == CMB_OK)
+            s->ordered = covers;
+        else if (first == CMB_OK)
+            first = st;
+    }
+    return first;
+}
+
+/* --- free blocks and holes -------------------------------------------------- */
+
+static int free_cmp(const cmb_rbnode *x, const cmb_rbnode *y)
+{
+    const blk *p = BLK(x), *q = BLK(y);
+    if (p->size != q->size)
+        return p->size < q->size ? -1 : 1;
+    return (p->ptr > q->ptr) - (p->ptr < q->ptr);
+}
+
+static int size_keycmp(const void *key, const cmb_rbnode *n)
+{
+    uint64_t k = *(const uint64_t *)key, s = BLK(n)->size;
+    return (k > s) - (k < s);
+}
+
+static int hole_cmp(const cmb_rbnode *x, const cmb_rbnode *y)
+{
+    uintptr_t p = BLK(x)->ptr, q = BLK(y)->ptr;
+    return (p > q) - (p < q);
+}
+
+static void free_insert(cmbx *a, blk *b)
+{
+    b->state = B_FREE;
+    cmb_rb_insert(&a->heaps[b->heap].free, &b->node, free_cmp);
+    a->cached_pages += inner_pages(a, b->ptr, blk_end(b));
+}
+
+static void free_erase(cmbx *a, blk *b)
+{
+    cmb_assert_internal(b->state == B_FREE);
+    cmb_rb_erase(&a->heaps[b->heap].free, &b->node);
+    a->cached_pages -= inner_pages(a, b->ptr, blk_end(b));
+}
+
+static void hole_insert(cmbx *a, blk *b)
+{
+    cmb_assert_internal(b->ptr % a->page == 0 && b->size % a->page == 0);
+    b->state = B_HOLE;
+    b->owner = b->also = NULL;
+    cmb_rb_insert(&a->heaps[b->heap].holes, &b->node, hole_cmp);
+}
+
+static void hole_erase(cmbx *a, blk *b)
+{
+    cmb_assert_internal(b->state == B_HOLE);
+    cmb_rb_erase(&a->heaps[b->heap].holes, &b->node);
+}
+
+/* Links n into the address list of its arena between p and q. */
+static void splice(blk *n, blk *p, blk *q)
+{
+    n->prev = p;
+    n->next = q;
+    if (p)
+        p->next = n;
+    else
+        n->ar->first = n;
+    if (q)
+        q->prev = n;
+}
+
+/* y (x's next, out of every tree) joins x. */
+static void absorb(cmbx *a, blk *x, blk *y)
+{
+    cmb_assert_internal(x->next == y && blk_end(x) == y->ptr);
+    x->size += y->size;
+    x->next = y->next;
+    if (y->next)
+        y->next->prev = x;
+    cmb_objpool_put(&a->pool, y);
+}
+
+/* Can free blocks x and y become one without loosening either's order? Both
+ * settled; the merged block takes the constraints of the one that has any. */
+static int mergeable(blk *x, blk *y)
+{
+    settle(x);
+    settle(y);
+    if (!x->owner || !y->owner)
+        return 1;
+    return x->owner == y->owner && x->also == y->also;
+}
+
+static void take_constraints(blk *into, const blk *from)
+{
+    if (!into->owner) {
+        into->owner = from->owner;
+        into->also = from->also;
+    }
+    if (from->seq > into->seq)
+        into->seq = from->seq;
+}
+
+/* b (out of every tree, constraints set) becomes free: merged with free
+ * neighbours it may join, then inserted. */
+static void free_merge_insert(cmbx *a, blk *b)
+{
+    blk *n = b->next, *p = b->prev;
+    if (n && n->state == B_FREE && mergeable(b, n)) {
+        free_erase(a, n);
+        take_constraints(b, n);
+        absorb(a, b, n);
+    }
+    if (p && p->state == B_FREE && mergeable(p, b)) {
+        free_erase(a, p);
+        take_constraints(p, b);
+        absorb(a, p, b);
+        b = p;
+    }
+    free_insert(a, b);
+}
+
+/* h (out of the hole tree) becomes a hole, merged with neighbouring holes. */
+static void hole_merge_insert(cmbx *a, blk *h)
+{
+    blk *n = h->next, *p = h->prev;
+    if (n && n->state == B_HOLE) {
+        hole_erase(a, n);
+        absorb(a, h, n);
+    }
+    if (p && p->state == B_HOLE) {
+        hole_erase(a, p);
+        absorb(a, p, h);
+        h = p;
+    }
+    hole_insert(a, h);
+}
+
+/* --- fast bins ----------------------------------------------------------------- */
+
+static inline unsigned bin_index(uint64_t rounded)
+{
+    return (unsigned)(((rounded >> 9) * 0x9E3779B97F4A7C15ull) >> 58);
+}
+
+static void flush_bin(cmbx *a, sstream *s, unsigned i)
+{
+    bin *bn = &s->bins[i];
+    blk *b = bn->head;
+    while (b) {
+        blk *next = b->link;
+        cmb_hashmap_remove(&a->live, (uint64_t)b->ptr, NULL);
+        b->also = NULL;
+        free_merge_insert(a, b);
+        b = next;
+    }
+    bn->head = NULL;
+    bn->n = 0;
+    s->bin_mask &= ~(1ull << i);
+}
+
+static void flush_bins(cmbx *a, sstream *s)
+{
+    while (s->bin_mask)
+        flush_bin(a, s, (unsigned)__builtin_ctzll(s->bin_mask));
+}
+
+static void flush_all_bins(cmbx *a)
+{
+    for (size_t i = 0; i < a->n_streams; i++)
+        flush_bins(a, a->streams[i]);
+}
+
+/* --- arenas ---------------------------------------------------------------------- */
+
+static cmb_status add_arena(cmbx *a, int hp, uint64_t at_least)
+{
+    heap *h = &a->heaps[hp];
+    uint64_t size = h->arena_size;
+    if (at_least + a->page > size)
+        size = round_up(at_least, a->page) + a->page;
+    cmb_status s = CMB_ERR_HOST_NOMEM;
+    arena *ar = calloc(1, sizeof *ar);
+    blk *b = cmb_objpool_get(&a->pool);
+    if (!ar || !b)
+        goto out_free;
+    ar->pages = size >> a->shift;
+    ar->size = size;
+    ar->heap = hp;
+    if (!(ar->mapped = calloc(ar->pages, 1)))
+        goto out_free;
+    if (h->n_arenas == h->cap_arenas) {
+        size_t cap = h->cap_arenas ? h->cap_arenas * 2 : 2;
+        arena **grown = realloc(h->arenas, cap * sizeof *grown);
+        if (!grown)
+            goto out_free;
+        h->arenas = grown;
+        h->cap_arenas = cap;
+    }
+    /* a page larger than the upstream's granularity needs a page-aligned base */
+    ar->res_size = size + (a->page > a->up->granularity ? a->page : 0);
+    if ((s = cmb_up_va_reserve(a->up, ar->res_size, &ar->res_va)) != CMB_OK)
+        goto out_free;
+    ar->base = round_up((uintptr_t)ar->res_va, a->page);
+    h->arenas[h->n_arenas++] = ar;
+    a->ctr.arenas++;
+    memset(b, 0, sizeof *b);
+    b->ptr = ar->base;
+    b->size = size;
+    b->ar = ar;
+    b->heap = (uint8_t)hp;
+    ar->first = b;
+    hole_insert(a, b);
+    return CMB_OK;
+
+out_free:
+    if (b)
+        cmb_objpool_put(&a->pool, b);
+    if (ar)
+        free(ar->mapped);
+    free(ar);
+    return s;
+}
+
+/* --- handing out a block ------------------------------------------------------------ */
+
+static void count_alloc(cmbx *a, blk *b, size_t size)
+{
+    cmb_stat_increase(&a->st.requested, (int64_t)size);
+    cmb_stat_increase(&a->st.allocated, (int64_t)b->size);
+    cmb_stat_increase(&a->st.blocks, 1);
+}
+
+/* Takes s bytes from free block f (front, or tail when from_tail) for
+ * stream ss; the rest stays free with f's constraints. */
+static cmb_status take(cmbx *a, blk *f, uint64_t s, int from_tail, size_t size, sstream *ss, void **ptr)
+{
+    cmb_assert_internal(f->state == B_FREE && f->size >= s && usable(f, ss));
+    blk *rest = NULL;
+    uintptr_t at = from_tail ? blk_end(f) - s : f->ptr;
+    if (f->size > s && !(rest = cmb_objpool_get(&a->pool)))
+        return CMB_ERR_HOST_NOMEM;
+    if (cmb_hashmap_put(&a->live, (uint64_t)at, (uint64_t)(uintptr_t)f)) {
+        if (rest)
+            cmb_objpool_put(&a->pool, rest);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    free_erase(a, f);
+    if (rest) {
+        *rest = *f;
+        rest->size = f->size - s;
+        if (from_tail) {
+            splice(rest, f->prev, f);
+            f->ptr = at;
+        } else {
+            rest->ptr = f->ptr + s;
+            splice(rest, f, f->next);
+        }
+        f->size = s;
+        free_insert(a, rest);
+    }
+    f->state = B_LIVE;
+    f->owner = ss;
+    f->also = NULL;
+    count_alloc(a, f, size);
+    note_need(a);
+    *ptr = (void *)f->ptr;
+    return CMB_OK;
+}
+
+/* Which end of free block f should s bytes take? The one that turns fewer
+ * cached pages into needed ones (it leans on a page a live neighbour
+ * already holds); the front on a tie. */
+static int tail_is_cheaper(const cmbx *a, const blk *f, uint64_t s)
+{
+    if (f->size == s)
+        return 0;
+    return cached_in(a, f, blk_end(f) - s, blk_end(f)) < cached_in(a, f, f->ptr, f->ptr + s);
+}
+
+/* Best fit among the free blocks stream ss may use. */
+static blk *best_fit(cmbx *a, int hp, uint64_t s, const sstream *ss)
+{
+    cmb_rbnode *n = cmb_rb_lower_bound(&a->heaps[hp].free, &s, size_keycmp);
+    for (int probes = 0; n && probes < CMB_FIT_PROBES; n = cmb_rb_next(n), probes++)
+        if (usable(BLK(n), ss))
+            return BLK(n);
+    return NULL;
+}
+
+/* --- growth: mapping pages into a hole ---------------------------------------------- */
+
+typedef struct place {
+    blk *hole;
+    blk *left, *right;     /* the free blocks the span uses, or NULL */
+    int from_right;        /* the block ends where the span ends */
+    uint64_t first, n;     /* pages of the hole's arena to map */
+    uint64_t newly_needed; /* pages that turn needed */
+    uint64_t span;         /* bytes of the span: tie-break, tightest first */
+} place;
+
+static int better(const place *p, const place *best, int have)
+{
+    if (!have)
+        return 1;
+    if (p->n != best->n)
+        return p->n < best->n;
+    return p->span < best->span;
+}
+
+/* The cheapest way to place s bytes around hole h for stream ss. */
+static int place_at_hole(cmbx *a, blk *h, uint64_t s, sstream *ss, place *best, int have)
+{
+    blk *l = h->prev, *r = h->next;
+    /* settled and usable: their constraints are within {ss}, so they merge
+     * with the fresh pages and with each other */
+    if (l && l->state == B_FREE)
+        settle(l);
+    if (r && r->state == B_FREE)
+        settle(r);
+    if (!(l && l->state == B_FREE && usable(l, ss)))
+        l = NULL;
+    if (!(r && r->state == B_FREE && usable(r, ss)))
+        r = NULL;
+    uint64_t ls = l ? l->size : 0, rs = r ? r->size : 0, hp = h->size >> a->shift;
+    uint64_t h0 = (h->ptr - h->ar->base) >> a->shift;
+    place p = {.hole = h};
+
+    if (s <= ls + h->size) {
+        /* left-aligned: from the start of l (or of the hole) into the hole */
+        uintptr_t at = l ? l->ptr : h->ptr;
+        p.left = l;
+        p.n = s > ls ? round_up(s - ls, a->page) >> a->shift : 0;
+        p.first = h0;
+        p.span = ls + h->size;
+        p.newly_needed = p.n + cached_in(a, l, at, at + s);
+        if (better(&p, best, have)) {
+            *best = p;
+            have = 1;
+        }
+    } else if (r && s <= ls + h->size + rs) {
+        /* the whole hole, with both neighbours */
+        uintptr_t at = l ? l->ptr : h->ptr;
+        p.left = l;
+        p.right = r;
+        p.n = hp;
+        p.first = h0;
+        p.span = ls + h->size + rs;
+        p.newly_needed = p.n + cached_in(a, l, at, at + s) + cached_in(a, r, at, at + s);
+        if (better(&p, best, have)) {
+            *best = p;
+            have = 1;
+        }
+    }
+    if (r && s > rs && s <= rs + h->size) {
+        /* right-aligned: ending where r ends */
+        uintptr_t end = blk_end(r);
+        place q = {.hole = h, .right = r, .from_right = 1};
+        q.n = round_up(s - rs, a->page) >> a->shift;
+        q.first = h0 + hp - q.n;
+        q.span = rs + h->size;
+        q.newly_needed = q.n + cached_in(a, r, end - s, end);
+        if (better(&q, best, have)) {
+            *best = q;
+            have = 1;
+        }
+    }
+    return have;
+}
+
+static int choose_place(cmbx *a, int hp, uint64_t s, sstream *ss, place *best)
+{
+    int have = 0;
+    for (cmb_rbnode *n = cmb_rb_first(&a->heaps[hp].holes); n; n = cmb_rb_next(n))
+        have = place_at_hole(a, BLK(n), s, ss, best, have);
+    return have;
+}
+
+/* --- reclaim: unmapping cached pages ------------------------------------------------- */
+
+/* Unmaps up to `want` cached pages of ordered free block b (at the end that
+ * touches a hole, else at its top); *got is how many. b is split into a free
+ * front, the new hole (merged with neighbouring holes) and a free back. */
+static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, uint64_t *got)
+{
+    uint64_t i0 = (b->ptr + a->page - 1) >> a->shift, i1 = blk_end(b) >> a->shift;
+    uint64_t n = i1 - i0 < want ? i1 - i0 : want;
+    int low = b->prev && b->prev->state == B_HOLE && (i0 << a->shift) == b->ptr;
+    uint64_t u0 = low ? i0 : i1 - n;
+    *got = 0;
+    if (!n)
+        return CMB_OK;
+    blk *front = cmb_objpool_get(&a->pool), *back = cmb_objpool_get(&a->pool);
+    if (!front || !back) {
+        if (front)
+            cmb_objpool_put(&a->pool, front);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    arena *ar = b->ar;
+    uintptr_t lo = (uintptr_t)u0 << a->shift, end = blk_end(b);
+    cmb_status st = unmap_pages(a, ar, (lo - ar->base) >> a->shift, n, got);
+    uintptr_t hi = lo + (*got << a->shift);
+    free_erase(a, b);
+    if (*got && lo > b->ptr) {
+        *front = *b;
+        front->size = lo - b->ptr;
+        splice(front, b->prev, b);
+        free_insert(a, front);
+        front = NULL;
+    }
+    if (*got && hi < end) {
+        *back = *b;
+        back->ptr = hi;
+        back->size = end - hi;
+        splice(back, b, b->next);
+        free_insert(a, back);
+        back = NULL;
+    }
+    if (front)
+        cmb_objpool_put(&a->pool, front);
+    if (back)
+        cmb_objpool_put(&a->pool, back);
+    if (!*got) {
+        free_insert(a, b);
+        return st;
+    }
+    b->ptr = lo;
+    b->size = hi - lo;
+    hole_merge_insert(a, b);
+    return st;
+}
+
+/* Unmaps up to `want` cached pages of ordered free blocks, smallest blocks
+ * first, leaving alone the neighbours of hole `keep` (a placement about to
+ * use them). Returns the pages unmapped. */
+static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
+{
+    uint64_t done = 0;
+    blk **cand = NULL;
+    size_t n_cand = 0, cap = 0;
+    for (int hp = 0; hp < N_HEAPS && done < want; hp++) {
+        /* collect first: unmapping reshapes the tree */
+        uint64_t sum = 0, key = a->page;
+        n_cand = 0;
+        for (cmb_rbnode *n = cmb_rb_lower_bound(&a->heaps[hp].free, &key, size_keycmp); n && sum < want - done;
+             n = cmb_rb_next(n)) {
+            blk *b = BLK(n);
+            uint64_t in = inner_pages(a, b->ptr, blk_end(b));
+            if (!in || (keep && (b == keep->prev || b == keep->next)) || !is_ordered(b))
+                continue;
+            if (n_cand == cap) {
+                size_t c = cap ? cap * 2 : 64;
+                blk **grown = realloc(cand, c * sizeof *grown);
+                if (!grown)
+                    break;
+                cand = grown;
+                cap = c;
+            }
+            cand[n_cand++] = b;
+            sum += in;
+        }
+        for (size_t i = 0; i < n_cand && done < want; i++) {
+            uint64_t got;
+            cmb_status st = unmap_from(a, cand[i], want - done, &got);
+            done += got;
+            if (st != CMB_OK)
+                break;
+        }
+    }
+    free(cand);
+    return done;
+}
+
+/* Merges neighbouring free blocks whose streams have ordered them since
+ * they were freed (blocks of different streams stay apart until then). */
+static void consolidate(cmbx *a)
+{
+    for (int hp = 0; hp < N_HEAPS; hp++) {
+        heap *h = &a->heaps[hp];
+        for (size_t i = 0; i < h->n_arenas; i++) {
+            for (blk *b = h->arenas[i]->first; b; b = b->next) {
+                while (b->state == B_FREE && b->next && b->next->state == B_FREE && mergeable(b, b->next)) {
+                    blk *n = b->next;
+                    free_erase(a, b);
+                    free_erase(a, n);
+                    take_constraints(b, n);
+                    absorb(a, b, n);
+                    free_insert(a, b);
+                }
+            }
+        }
+    }
+}
+
+/* Synchronizes, then unmaps every cached page: the release before a retry. */
+static cmb_status release_all(cmbx *a)
+{
+    flush_all_bins(a);
+    cmb_status st = sync_streams(a);
+    if (a->n_streams > 1)
+        consolidate(a);
+    reclaim(a, UINT64_MAX, NULL);
+    return st;
+}
+
+/* --- growth --------------------------------------------------------------------------- */
+
+/* Maps the pages of placement p, joins them with the free blocks it uses and
+ * hands out the block. */
+static cmb_status grow_at(cmbx *a, const place *p, uint64_t s, size_t size, sstream *ss, void **ptr)
+{
+    blk *h = p->hole, *piece = NULL;
+    uint64_t hp = h->size >> a->shift;
+    cmb_status st;
+    CMB_DEBUG_ONLY(uint64_t expect = needed_pages(a) + p->newly_needed;)
+
+    if (p->n < hp && !(piece = cmb_objpool_get(&a->pool)))
+        return CMB_ERR_HOST_NOMEM;
+    if ((st = map_pages(a, h->ar, p->first, p->n)) != CMB_OK) {
+        if (piece)
+            cmb_objpool_put(&a->pool, piece);
+        return st;
+    }
+    a->ctr.grows++;
+    uintptr_t lo = h->ar->base + (p->first << a->shift), len = p->n << a->shift;
+    hole_erase(a, h);
+    if (piece) {
+        /* the hole keeps the pages not mapped */
+        *piece = *h;
+        piece->ptr = lo;
+        piece->size = len;
+        if (p->from_right) {
+            h->size -= len;
+            splice(piece, h, h->next);
+        } else {
+            h->ptr += len;
+            h->size -= len;
+            splice(piece, h->prev, h);
+        }
+        hole_insert(a, h);
+    } else {
+        piece = h;
+    }
+    piece->owner = piece->also = NULL; /* fresh memory: no stream has used it */
+    piece->seq = 0;
+    blk *f = piece;
+    if (p->left) {
+        free_erase(a, p->left);
+        take_constraints(p->left, f);
+        absorb(a, p->left, f);
+        f = p->left;
+    }
+    if (p->right && f->next == p->right) {
+        free_erase(a, p->right);
+        take_constraints(f, p->right);
+        absorb(a, f, p->right);
+    }
+    free_insert(a, f);
+    st = take(a, f, s, p->from_right, size, ss, ptr);
+    CMB_DEBUG_ONLY(if (st == CMB_OK) cmb_assert_internal(needed_pages(a) == expect);)
+    return st;
+}
+
+/* Step (4): grow where the fewest pages are needed, within the budget. */
+static cmb_status grow(cmbx *a, int hp, uint64_t s, size_t size, sstream *ss, void **ptr)
+{
+    place p;
+    if (!choose_place(a, hp, s, ss, &p)) {
+        cmb_status st = add_arena(a, hp, s);
+        if (st != CMB_OK)
+            return st;
+        if (!choose_place(a, hp, s, ss, &p))
+            return CMB_ERR_OOM;
+    }
+    if (!p.n) /* a free block that fits after all (best fit gave up probing) */
+        return take(a, p.left, s, 0, size, ss, ptr);
+
+    /* a large growth asks the device first: when even every cached page
+     * released could not make room (a block of s bytes needs at least
+     * ceil(s / page) - 2 pages no live block holds), fail now and keep the
+     * cache; when only a release could, fail so the caller releases */
+    size_t free_b = 0, total_b;
+    int asked = p.n >= CMB_MEMINFO_PAGES && cmb_up_mem_info(a->up, &free_b, &total_b) == CMB_OK;
+    uint64_t free_pages = (uint64_t)free_b >> a->shift, least = round_up(s, a->page) >> a->shift;
+    least = least > 2 ? least - 2 : 0;
+    if (asked && least > free_pages + a->cached_pages) {
+        a->hopeless = 1;
+        return CMB_ERR_OOM;
+    }
+
+    uint64_t after = needed_pages(a) + p.newly_needed;
+    uint64_t hwm = after > a->hwm_pages ? after : a->hwm_pages;
+    uint64_t budget = hwm + (uint64_t)((double)hwm * a->slack);
+    if (a->mapped_pages + p.n > budget) {
+        uint64_t want = a->mapped_pages + p.n - budget;
+        harvest(a);
+        uint64_t got = reclaim(a, want, p.hole);
+        a->ctr.budget_unmaps += got;
+        free_pages += got;
+        if (got < want)
+            a->ctr.over_budget++;
+    }
+    if (asked && p.n > free_pages)
+        return CMB_ERR_OOM;
+    return grow_at(a, &p, s, size, ss, ptr);
+}
+
+/* --- allocate / deallocate ------------------------------------------------------------- */
+
+static void validate(cmbx *a);
+
+static cmb_status alloc_slow(cmbx *a, uint64_t s, size_t size, sstream *ss, void **ptr)
+{
+    int hp = s < a->small_max ? H_SMALL : H_LARGE;
+    blk *f;
+    cmb_status st;
+    if (ss->bin_mask)
+        flush_bins(a, ss);
+    if ((f = best_fit(a, hp, s, ss))) {
+        a->ctr.tree_hits++;
+        return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
+    }
+    flush_all_bins(a);
+    if (harvest(a) && a->n_streams > 1)
+        consolidate(a);
+    if ((f = best_fit(a, hp, s, ss))) {
+        a->ctr.tree_hits++;
+        return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
+    }
+    a->hopeless = 0;
+    st = grow(a, hp, s, size, ss, ptr);
+    if (st != CMB_ERR_OOM)
+        return st;
+    if (a->hopeless)
+        goto out_oom;
+    /* out of memory: give every cached page back and try once more */
+    release_all(a);
+    a->st.oom_retries++;
+    if ((f = best_fit(a, hp, s, ss)))
+        return take(a, f, s, tail_is_cheaper(a, f, s), size, ss, ptr);
+    st = grow(a, hp, s, size, ss, ptr);
+    if (st != CMB_ERR_OOM)
+        return st;
+out_oom:
+    snprintf(a->err, sizeof a->err, "cmb: out of memory allocating %zu B: %llu pages held, %llu needed by live blocks",
+             size, (unsigned long long)a->mapped_pages, (unsigned long long)needed_pages(a));
+    return st;
+}
+
+static cmb_status cmb_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
+{
+    cmbx *a = state;
+    if (!size || size > (1ull << 62))
+        return size ? CMB_ERR_OOM : CMB_ERR_INVALID;
+    uint64_t s = round_up(size, CMB_ROUND);
+    sstream *ss = stream_of(a, stream);
+    if (!ss)
+        return CMB_ERR_HOST_NOMEM;
+    CMB_DEBUG_ONLY(if (++a->ops % CMB_VALIDATE_EVERY == 0) validate(a);)
+    bin *bn = &ss->bins[bin_index(s)];
+    if (bn->head && bn->size == s) {
+        blk *b = bn->head;
+        bn->head = b->link;
+        if (!--bn->n)
+            ss->bin_mask &= ~(1ull << bin_index(s));
+        b->state = B_LIVE;
+        count_alloc(a, b, size);
+        a->ctr.bin_hits++;
+        *ptr = (void *)b->ptr;
+        return CMB_OK;
+    }
+    return alloc_slow(a, s, size, ss, ptr);
+}
+
+static cmb_status cmb_deallocate(void *state, void *ptr, size_t size, cmb_stream stream)
+{
+    cmbx *a = state;
+    uint64_t v;
+    if (!cmb_hashmap_get(&a->live, (uint64_t)(uintptr_t)ptr, &v) || ((blk *)(uintptr_t)v)->state != B_LIVE) {
+        snprintf(a->err, sizeof a->err, "cmb: free of %p, which is not a live allocation", ptr);
+        return CMB_ERR_INVALID;
+    }
+    blk *b = (blk *)(uintptr_t)v;
+    if (round_up(size, CMB_ROUND) != b->size) {
+        snprintf(a->err, sizeof a->err, "cmb: free of %p with size %zu; it was allocated with %llu (rounded)",
+                 ptr, size, (unsigned long long)b->size);
+        return CMB_ERR_INVALID;
+    }
+    CMB_DEBUG_ONLY(if (++a->ops % CMB_VALIDATE_EVERY == 0) validate(a);)
+    sstream *fs = stream_of(a, stream);
+    if (!fs) {
+        /* no record for the freeing stream (host out of memory): order the
+         * free by waiting for it, then treat it as freed on its own stream */
+        cmb_up_stream_sync(a->up, stream);
+        a->ctr.syncs++;
+        fs = b->owner;
+    }
+    cmb_stat_decrease(&a->st.requested, (int64_t)size);
+    cmb_stat_decrease(&a->st.allocated, (int64_t)b->size);
+    cmb_stat_decrease(&a->st.blocks, 1);
+    b->seq = ++a->seq;
+    fs->last_free = b->seq;
+    if (fs == b->owner) {
+        if (a->use_bins) {
+            unsigned i = bin_index(b->size);
+            bin *bn = &fs->bins[i];
+            if (bn->head && bn->size != b->size)
+                flush_bin(a, fs, i);
+            if (bn->n < CMB_BIN_DEPTH) {
+                b->state = B_BINNED;
+                b->link = bn->head;
+                bn->head = b;
+                bn->size = b->size;
+                bn->n++;
+                fs->bin_mask |= 1ull << i;
+                return CMB_OK;
+            }
+        }
+        b->also = NULL;
+    } else {
+        b->owner->last_free = b->seq;
+        b->also = b->owner;
+        b->owner = fs;
+    }
+    cmb_hashmap_remove(&a->live, (uint64_t)(uintptr_t)ptr, NULL);
+    free_merge_insert(a, b);
+    return CMB_OK;
+}
+
+/* --- trim / stats / lifetime ------------------------------------------------------------ */
+
+static cmb_status cmb_trim(void *state)
+{
+    cmbx *a = state;
+    cmb_status st = release_all(a);
+    CMB_DEBUG_ONLY(validate(a);)
+    return st;
+}
+
+static uint64_t largest_free(const cmbx *a)
+{
+    uint64_t best = 0;
+    for (int hp = 0; hp < N_HEAPS; hp++) {
+        cmb_rbnode *n = cmb_rb_last(&a->heaps[hp].free);
+        if (n && BLK(n)->size > best)
+            best = BLK(n)->size;
+    }
+    return best;
+}
+
+static cmb_status cmb_stats(void *state, cmb_alloc_stats *out)
+{
+    cmbx *a = state;
+    *out = a->st;
+    out->reserved.current = a->up->stats.held_current;
+    out->reserved.peak = a->up->stats.held_peak;
+    out->reserved.total = a->up->stats.held_total;
+    out->largest_free = largest_free(a);
+    out->valid = CMB_STAT_REQUESTED | CMB_STAT_ALLOCATED | CMB_STAT_RESERVED | CMB_STAT_BLOCKS |
+                 CMB_STAT_LARGEST_FREE | CMB_STAT_UPSTREAM | CMB_STAT_OOM_RETRIES;
+    return CMB_OK;
+}
+
+/* For tests: the counters beyond cmb_alloc_stats. Returns the struct's
+ * size, so a test that declares its own copy can check it still matches. */
+size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out)
+{
+    cmbx *a = state;
+    *out = a->ctr;
+    out->hwm_pages = a->hwm_pages;
+    out->mapped_pages = a->mapped_pages;
+    out->cached_pages = a->cached_pages;
+    return sizeof *out;
+}
+
+static cmb_status cmb_destroy(void *state)
+{
+    cmbx *a = state;
+    cmb_status first = CMB_OK;
+    /* the caller no longer uses the memory (the harness synchronizes the
+     * device first): every page goes, live or cached */
+    for (int hp = 0; hp < N_HEAPS; hp++) {
+        heap *h = &a->heaps[hp];
+        for (size_t i = 0; i < h->n_arenas; i++) {
+            arena *ar = h->arenas[i];
+            for (uint64_t p = 0; p < ar->pages; p++) {
+                uint64_t done;
+                if (!ar->mapped[p])
+                    continue;
+                cmb_status st = unmap_pages(a, ar, p, 1, &done);
+                if (st != CMB_OK && first == CMB_OK)
+                    first = st;
+            }
+            cmb_status st = cmb_up_va_release(a->up, ar->res_va, ar->res_size);
+            if (st != CMB_OK && first == CMB_OK)
+                first = st;
+            free(ar->mapped);
+            free(ar);
+        }
+        free(h->arenas);
+    }
+    for (size_t i = 0; i < a->n_streams; i++) {
+        if (a->streams[i]->has_event)
+            cmb_up_event_destroy(a->up, a->streams[i]->ev);
+        free(a->streams[i]);
+    }
+    free(a->streams);
+    cmb_hashmap_free(&a->live);
+    cmb_objpool_destroy(&a->pool);
+    free(a);
+    return first;
+}
+
+static const char *cmb_last_error(void *state)
+{
+    cmbx *a = state;
+    return a->err[0] ? a->err : NULL;
+}
+
+/* --- debug: the whole structure, recounted ----------------------------------------------- */
+
+#if CMB_DEBUG_ENABLED
+/* Walks every arena's tiles and recounts what the counters claim. */
+static void validate_arena(cmbx *a, const arena *ar, uint64_t *count)
+{
+    uintptr_t at = ar->base;
+    cmb_assert_internal(ar->first && !ar->first->prev);
+    for (const blk *b = ar->first; b; b = b->next) {
+        cmb_assert_internal(b->ptr == at && b->size && b->ar == ar && b->heap == ar->heap);
+        cmb_assert_internal(!b->next || b->next->prev == b);
+        uint64_t p0 = (b->ptr - ar->base) >> a->shift, p1 = (blk_end(b) - ar->base + a->page - 1) >> a->shift;
+        for (uint64_t p = p0; p < p1; p++)
+            cmb_assert_internal(ar->mapped[p] == (b->state != B_HOLE));
+        switch (b->state) {
+        case B_HOLE:
+            cmb_assert_internal(b->ptr % a->page == 0 && b->size % a->page == 0);
+            cmb_assert_internal(!b->next || b->next->state != B_HOLE);
+            count[0]++;
+            break;
+        case B_FREE:
+            count[1]++;
+            count[2] += inner_pages(a, b->ptr, blk_end(b));
+            break;
+        case B_LIVE:
+            count[3]++;
+            count[4] += b->size;
+            break;
+        case B_BINNED:
+            count[5]++;
+            break;
+        default:
+            cmb_assert_internal(0);
+        }
+        at += b->size;
+    }
+    cmb_assert_internal(at == ar->base + ar->size);
+    for (uint64_t p = 0; p < ar->pages; p++)
+        count[6] += ar->mapped[p];
+}
+
+static void validate(cmbx *a)
+{
+    /* holes, free, cached, live, allocated, binned, mapped */
+    uint64_t count[7] = {0};
+    for (int hp = 0; hp < N_HEAPS; hp++)
+        for (size_t i = 0; i < a->heaps[hp].n_arenas; i++)
+            validate_arena(a, a->heaps[hp].arenas[i], count);
+    uint64_t binned = 0;
+    for (size_t i = 0; i < a->n_streams; i++) {
+        sstream *s = a->streams[i];
+        cmb_assert_internal(s->ordered <= a->seq && s->last_free <= a->seq);
+        for (unsigned j = 0; j < CMB_NBINS; j++) {
+            uint32_t n = 0;
+            for (blk *b = s->bins[j].head; b; b = b->link, n++)
+                cmb_assert_internal(b->state == B_BINNED && b->size == s->bins[j].size && b->owner == s);
+            cmb_assert_internal(n == s->bins[j].n && !n == !(s->bin_mask & (1ull << j)));
+            binned += n;
+        }
+    }
+    cmb_assert_internal(count[0] == a->heaps[0].holes.count + a->heaps[1].holes.count);
+    cmb_assert_internal(count[1] == a->heaps[0].free.count + a->heaps[1].free.count);
+    cmb_assert_internal(count[2] == a->cached_pages && count[6] == a->mapped_pages);
+    cmb_assert_internal((int64_t)count[3] == a->st.blocks.current && (int64_t)count[4] == a->st.allocated.current);
+    cmb_assert_internal(count[5] == binned && count[3] + count[5] == a->live.count);
+    cmb_assert_internal(a->mapped_pages << a->shift == (uint64_t)a->up->stats.held_current);
+    cmb_assert_internal(needed_pages(a) <= a->hwm_pages);
+}
+#else
+static inline void validate(cmbx *a)
+{
+    (void)a;
+}
+#endif
+
+/* --- options and the table ------------------------------------------------------------------ */
+
+static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **state)
+{
+    cmb_option_reader r;
+    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
+    double slack = cmb_options_double(&r, "slack", CMB_SLACK_DEFAULT);
+    uint64_t small_max = cmb_options_size(&r, "small_max", CMB_SMALL_MAX_DEFAULT);
+    int bins = cmb_options_bool(&r, "fast_bins", 1);
+    uint64_t page = cmb_options_size(&r, "page", 0);
+    cmb_status st = cmb_options_end(&r, "cmb");
+    if (st != CMB_OK)
+        return st;
+    if (!(slack >= 0 && slack <= 1)) {
+        snprintf(cfg->error, cfg->error_len, "cmb: slack must be in [0, 1] (a share of the peak need)");
+        return CMB_ERR_INVALID;
+    }
+    if (small_max > (1ull << 40)) {
+        snprintf(cfg->error, cfg->error_len, "cmb: small_max must be at most 1 TiB");
+        return CMB_ERR_INVALID;
+    }
+    if (!up)
+        return CMB_ERR_INVALID;
+    uint64_t g = up->granularity;
+    if (!up->ops->va_reserve || !g || (g & (g - 1)) || g < CMB_ROUND) {
+        snprintf(cfg->error, cfg->error_len, "cmb: needs an upstream with virtual memory (vmm or sim)");
+        return CMB_ERR_UNSUPPORTED;
+    }
+    if (!page)
+        page = g;
+    if ((page & (page - 1)) || page < g || page > (1ull << 34)) {
+        snprintf(cfg->error, cfg->error_len,
+                 "cmb: page must be a power of two from the upstream's granularity (%llu B) to 16 GiB",
+                 (unsigned long long)g);
+        return CMB_ERR_INVALID;
+    }
+    size_t free_b = 0, total_b = 0;
+    if (cmb_up_mem_info(up, &free_b, &total_b) != CMB_OK || !total_b) {
+        snprintf(cfg->error, cfg->error_len, "cmb: cannot read the device's memory size");
+        return CMB_ERR_UNSUPPORTED;
+    }
+
+    cmbx *a = calloc(1, sizeof *a);
+    if (!a)
+        return CMB_ERR_HOST_NOMEM;
+    if (cmb_hashmap_init(&a->live, 1024)) {
+        free(a);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    cmb_objpool_init(&a->pool, sizeof(blk));
+    a->up = up;
+    a->page = page;
+    a->shift = (unsigned)__builtin_ctzll(page);
+    a->small_max = small_max;
+    a->slack = slack;
+    a->use_bins = bins;
+    for (int hp = 0; hp < N_HEAPS; hp++) {
+        cmb_rb_init(&a->heaps[hp].free);
+        cmb_rb_init(&a->heaps[hp].holes);
+        /* the device's size of address space, twice that for large blocks:
+         * cheap to reserve, and holes left by unmapping rarely exhaust it */
+        a->heaps[hp].arena_size = round_up((uint64_t)total_b, page) * (hp == H_LARGE ? 2 : 1);
+    }
+    *state = a;
+    return CMB_OK;
+}
+
+const cmb_allocator_methods cmb_cmb_methods = {
+    .abi_version = CMB_ALLOCATOR_ABI_VERSION,
+    .name = "cmb",
+    .summary = "the suite's own: byte-packed VA, 2 MiB pages mapped on demand, unmapped to a budget (stitching), "
+               "fast bins, stream-ordered reuse",
+    .flags = CMB_ALLOC_USES_UPSTREAM | CMB_ALLOC_NEEDS_VMM,
+    .create = cmb_create,
+    .allocate = cmb_allocate,
+    .deallocate = cmb_deallocate,
+    .trim = cmb_trim,
+    .stats = cmb_stats,
+    .destroy = cmb_destroy,
+    .last_error = cmb_last_error,
+};
