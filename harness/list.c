@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "../allocators/real.h"
 #include "../allocators/registry.h"
 #include "../scenarios/scenario.h"
 
@@ -46,11 +47,12 @@ void cmb_list(FILE *f)
         list_grids(f, "quick", s->quick_grids);
         list_grids(f, "full", s->full_grids);
     }
-    fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], or external:/path/lib.so):\n");
+    fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], external:/path/lib.so, or real:NAME below):\n");
     for (size_t i = 0; i < cmb_allocator_count(); i++) {
         const cmb_allocator_entry *e = cmb_allocator_at(i);
         const cmb_allocator_methods *m = e->methods;
         fprintf(f, "  %-20s %s%s\n", e->name, e->summary ? e->summary : m->summary,
                 (m->flags & CMB_ALLOC_NEEDS_GPU) ? "  [GPU only]" : "");
     }
+    cmb_real_list(f);
 }
