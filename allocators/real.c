@@ -248,13 +248,13 @@ static int locate(const cmb_real_info *ri, char *out, size_t len)
     return file_exists(out);
 }
 
-/* Loads the plug-in at st->path and takes its table for ri; 0, or -1 with
+/* Loads the plug-in at `path` and takes its table for ri; 0, or -1 with
  * st->why set. The library stays loaded for the life of the process. */
-static int load(const cmb_real_info *ri, resolved *st)
+static int load(const cmb_real_info *ri, const char *path, resolved *st)
 {
-    void *lib = dlopen(st->path, RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        snprintf(st->why, sizeof st->why, "cannot load %s (%s): %s", st->path, dlerror(), ri->install);
+        snprintf(st->why, sizeof st->why, "cannot load %s (%s): %s", path, dlerror(), ri->install);
         return -1;
     }
     cmb_real_entry_fn entry = (cmb_real_entry_fn)dlsym(lib, CMB_REAL_ENTRY_SYMBOL);
@@ -262,7 +262,7 @@ static int load(const cmb_real_info *ri, resolved *st)
     if (!m || m->abi_version != CMB_ALLOCATOR_ABI_VERSION || !m->create || !m->allocate || !m->deallocate ||
         !m->stats || !m->destroy) {
         snprintf(st->why, sizeof st->why, "%s holds no table of %s for allocator ABI version %u: rebuild it",
-                 st->path, ri->name, CMB_ALLOCATOR_ABI_VERSION);
+                 path, ri->name, CMB_ALLOCATOR_ABI_VERSION);
         dlclose(lib);
         return -1;
     }
@@ -287,9 +287,8 @@ const cmb_allocator_entry *cmb_real_resolve(const cmb_real_info *ri, char *why, 
             snprintf(st->why, sizeof st->why, "plug-in %s not built (looked in $%s and %s): %s", ri->plugin,
                      CMB_REAL_DIR_ENV, where, ri->install);
         } else {
-            memcpy(st->path, where, sizeof where);
-            if (load(ri, st))
-                st->path[0] = '\0';
+            if (!load(ri, where, st))
+                memcpy(st->path, where, sizeof where);
         }
         if (!st->entry.methods) {
             st->missing = (cmb_allocator_methods){
