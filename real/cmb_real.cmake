@@ -15,7 +15,13 @@ endif()
 # The python3 whose packages the plug-ins use: the one on PATH (as users run
 # it), or -DCMB_REAL_PYTHON=/path/python3.
 if(NOT CMB_REAL_PYTHON)
-  find_program(CMB_REAL_PYTHON NAMES python3 NO_CACHE)
+  find_program(_cmb_python3 NAMES python3 NO_CACHE)
+  # the interpreter itself, not a launcher (pyenv's shims are shell scripts):
+  # the CuPy plug-in embeds it and takes its paths from it
+  if(_cmb_python3)
+    execute_process(COMMAND ${_cmb_python3} -c "import sys; print(sys.executable)"
+      OUTPUT_VARIABLE CMB_REAL_PYTHON ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 60)
+  endif()
 endif()
 
 # cmb_real_plugin(TARGET SOURCES...): a MODULE library named lib<TARGET>.so
