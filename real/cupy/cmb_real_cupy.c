@@ -129,6 +129,26 @@ static int map_take(ptr_map *m, uintptr_t key, void **value)
 
 /* --- an instance ---------------------------------------------------------------------------- */
 
+/* What the pool holds from CUDA. Owned by the capsule the upstream functions
+ * are bound to, so it lives as long as any memory CuPy still holds (a chunk
+ * CuPy frees late, after the instance, still finds it). */
+typedef struct upstream_acct {
+    ptr_map held; /* upstream ptr -> size (cast to void *) */
+    cmb_stat_count reserved;
+    uint64_t allocs, frees;
+} upstream_acct;
+
+#define ACCT_CAPSULE "cmb_real_cupy.upstream"
+
+static void acct_release(PyObject *capsule)
+{
+    upstream_acct *a = PyCapsule_GetPointer(capsule, ACCT_CAPSULE);
+    if (a) {
+        free(a->held.slots);
+        free(a);
+    }
+}
+
 typedef struct cupy_state {
     PyObject *pool;                 /* cupy.cuda.MemoryPool                   */
     PyObject *upstream;             /* its PythonFunctionAllocator            */
@@ -138,9 +158,7 @@ typedef struct cupy_state {
     cmb_stream current;             /* the stream CuPy has as current         */
     int have_current;
     ptr_map live;                   /* ptr -> MemoryPointer                   */
-    ptr_map held;                   /* upstream ptr -> size (cast to void *)  */
-    cmb_stat_count reserved;
-    uint64_t upstream_allocs, upstream_frees;
+    upstream_acct *acct;            /* valid while the pool lives             */
     char err[320];
 } cupy_state;
 
@@ -255,9 +273,9 @@ static PyObject *raise_runtime_error(int status)
 
 static PyObject *upstream_malloc(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    cupy_state *s = PyCapsule_GetPointer(self, NULL);
+    upstream_acct *a = PyCapsule_GetPointer(self, ACCT_CAPSULE);
     void *p = NULL;
-    if (!s || nargs != 2)
+    if (!a || nargs != 2)
         return PyErr_Format(PyExc_TypeError, "malloc(size, device_id)");
     size_t size = PyLong_AsSize_t(args[0]);
     if (PyErr_Occurred())
@@ -267,27 +285,27 @@ static PyObject *upstream_malloc(PyObject *self, PyObject *const *args, Py_ssize
         cudaGetLastError(); /* not sticky: clear it */
         return raise_runtime_error((int)e);
     }
-    if (map_put(&s->held, (uintptr_t)p, (void *)(uintptr_t)size)) {
+    if (map_put(&a->held, (uintptr_t)p, (void *)(uintptr_t)size)) {
         cudaFree(p);
         return PyErr_NoMemory();
     }
-    cmb_stat_increase(&s->reserved, (int64_t)size);
-    s->upstream_allocs++;
+    cmb_stat_increase(&a->reserved, (int64_t)size);
+    a->allocs++;
     return PyLong_FromVoidPtr(p);
 }
 
 static PyObject *upstream_free(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    cupy_state *s = PyCapsule_GetPointer(self, NULL);
+    upstream_acct *a = PyCapsule_GetPointer(self, ACCT_CAPSULE);
     void *size;
-    if (!s || nargs != 2)
+    if (!a || nargs != 2)
         return PyErr_Format(PyExc_TypeError, "free(ptr, device_id)");
     void *p = PyLong_AsVoidPtr(args[0]);
     if (PyErr_Occurred())
         return NULL;
-    if (!map_take(&s->held, (uintptr_t)p, &size)) {
-        cmb_stat_decrease(&s->reserved, (int64_t)(uintptr_t)size);
-        s->upstream_frees++;
+    if (!map_take(&a->held, (uintptr_t)p, &size)) {
+        cmb_stat_decrease(&a->reserved, (int64_t)(uintptr_t)size);
+        a->frees++;
     }
     cudaFree(p);
     Py_RETURN_NONE;
@@ -322,7 +340,14 @@ static int read_options(const cmb_config *cfg, uint64_t *limit, int *has_limit, 
 static int make_pool(cupy_state *s, int device, uint64_t limit, int has_limit, double fraction)
 {
     int rc = -1;
-    PyObject *cap = PyCapsule_New(s, NULL, NULL);
+    upstream_acct *acct = calloc(1, sizeof *acct);
+    PyObject *cap = acct ? PyCapsule_New(acct, ACCT_CAPSULE, acct_release) : NULL;
+    if (!cap) {
+        free(acct);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
     PyObject *m = cap ? PyCFunction_New(&malloc_def, cap) : NULL;
     PyObject *f = cap ? PyCFunction_New(&free_def, cap) : NULL;
     PyObject *dev = attr_of("cupy.cuda", "Device");
@@ -339,6 +364,7 @@ static int make_pool(cupy_state *s, int device, uint64_t limit, int has_limit, d
     if (pool && (lim || (!has_limit && fraction < 0.0))) {
         s->pool = pool;
         s->upstream = pfa;
+        s->acct = acct;
         pool = pfa = NULL;
         rc = 0;
     }
@@ -423,8 +449,10 @@ static cmb_status cupy_allocate(void *p, size_t size, cmb_stream stream, void **
     if ((!s->have_current || stream != s->current) && use_stream(s, stream))
         return failed(s);
     PyObject *n = PyLong_FromSize_t(size);
-    PyObject *args[2] = {s->pool, n};
-    PyObject *mp = n ? PyObject_VectorcallMethod(py.s_malloc, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL) : NULL;
+    /* args[0] is free for the callee (PY_VECTORCALL_ARGUMENTS_OFFSET) */
+    PyObject *args[3] = {NULL, s->pool, n};
+    PyObject *mp = n ? PyObject_VectorcallMethod(py.s_malloc, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                     : NULL;
     Py_XDECREF(n);
     if (!mp)
         return failed(s);
@@ -464,9 +492,9 @@ static cmb_status cupy_stats(void *p, cmb_alloc_stats *out)
 {
     cupy_state *s = p;
     memset(out, 0, sizeof *out);
-    out->reserved = s->reserved;
-    out->upstream_allocs = s->upstream_allocs;
-    out->upstream_frees = s->upstream_frees;
+    out->reserved = s->acct->reserved;
+    out->upstream_allocs = s->acct->allocs;
+    out->upstream_frees = s->acct->frees;
     out->valid = CMB_STAT_RESERVED | CMB_STAT_UPSTREAM;
     return CMB_OK;
 }
@@ -495,7 +523,6 @@ static cmb_status cupy_destroy(void *p)
     Py_XDECREF(n);
     Py_XDECREF(null_stream);
     free(s->live.slots);
-    free(s->held.slots);
     free(s);
     return st;
 }

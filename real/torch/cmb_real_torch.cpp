@@ -68,6 +68,8 @@ struct state {
     cudaStream_t first_stream; /* the stream of the first allocation        */
     bool several_streams;      /* allocations or frees on another stream seen */
     bool used;                 /* first_stream is set                        */
+    int64_t device_allocs0;    /* num_device_alloc / _free at create: counted */
+    int64_t device_frees0;     /* from there, whatever the reset covers      */
     std::string err;
 };
 
@@ -257,6 +259,9 @@ cmb_status torch_create(const cmb_config *cfg, cmb_upstream *, void **out)
         ca::emptyCache();
         ca::resetPeakStats(s->device);
         ca::resetAccumulatedStats(s->device);
+        auto ds = ca::getDeviceStats(s->device);
+        s->device_allocs0 = ds.num_device_alloc;
+        s->device_frees0 = ds.num_device_free;
     });
     if (st != CMB_OK) {
         snprintf(cfg->error, cfg->error_len, "PyTorch's allocator: %s", err.c_str());
@@ -330,8 +335,8 @@ cmb_status torch_stats(void *p, cmb_alloc_stats *out)
         put(&out->reserved, ds.reserved_bytes[all]);
         put(&out->blocks, ds.allocation[all]);
         out->largest_free = largest;
-        out->upstream_allocs = (uint64_t)ds.num_device_alloc;
-        out->upstream_frees = (uint64_t)ds.num_device_free;
+        out->upstream_allocs = (uint64_t)(ds.num_device_alloc - s->device_allocs0);
+        out->upstream_frees = (uint64_t)(ds.num_device_free - s->device_frees0);
         out->oom_retries = (uint64_t)ds.num_alloc_retries;
         out->valid = CMB_STAT_REQUESTED | CMB_STAT_ALLOCATED | CMB_STAT_RESERVED | CMB_STAT_BLOCKS |
                      CMB_STAT_LARGEST_FREE | CMB_STAT_UPSTREAM | CMB_STAT_OOM_RETRIES;
