@@ -47,12 +47,13 @@ void cmb_list(FILE *f)
         list_grids(f, "quick", s->quick_grids);
         list_grids(f, "full", s->full_grids);
     }
-    fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], external:/path/lib.so, or real:NAME below):\n");
+    /* before "allocators": scripts read that section to its end (tests/test_resume.c) */
+    cmb_real_list(f);
+    fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], external:/path/lib.so, or real:NAME above):\n");
     for (size_t i = 0; i < cmb_allocator_count(); i++) {
         const cmb_allocator_entry *e = cmb_allocator_at(i);
         const cmb_allocator_methods *m = e->methods;
         fprintf(f, "  %-20s %s%s\n", e->name, e->summary ? e->summary : m->summary,
                 (m->flags & CMB_ALLOC_NEEDS_GPU) ? "  [GPU only]" : "");
     }
-    cmb_real_list(f);
 }
