@@ -60,7 +60,7 @@ fi
 
 # --- the plug-ins built here, against this machine's PyTorch and CuPy ----------------------------
 say "building real/torch and real/cupy into $build/real"
-py=$(command -v python3)
+py=$(python3 -c 'import sys; print(sys.executable)') # the interpreter, not a launcher
 for lib in torch cupy; do
     {
         cmake -S "$src/real/$lib" -B "$build/real-$lib" -DCMAKE_BUILD_TYPE=Release \
