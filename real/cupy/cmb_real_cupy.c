@@ -174,9 +174,14 @@ static struct {
 /* The pending Python exception as one line (cleared). */
 static void py_error(char *out, size_t len)
 {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *value = PyErr_GetRaisedException();
+    PyObject *type = value ? Py_NewRef((PyObject *)Py_TYPE(value)) : NULL, *tb = NULL;
+#else
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
+#endif
     PyObject *text = value ? PyObject_Str(value) : NULL;
     const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
     const char *tname = type ? ((PyTypeObject *)type)->tp_name : "error";
