@@ -177,6 +177,14 @@ void build(state *s, const options &o)
     }
 }
 
+/* Messages become one line: they end up in a CSV cell and a progress line. */
+void one_line(std::string *s)
+{
+    for (auto &c : *s)
+        if (c == '\n' || c == '\r')
+            c = ' ';
+}
+
 /* Runs f, turning RMM's exceptions into a status and a message. */
 template <class F>
 cmb_status guarded(std::string *err, F &&f)
@@ -185,16 +193,22 @@ cmb_status guarded(std::string *err, F &&f)
         f();
         return CMB_OK;
     } catch (rmm::out_of_memory const &e) {
-        if (err)
+        if (err) {
             *err = e.what();
+            one_line(err);
+        }
         return CMB_ERR_OOM;
     } catch (std::bad_alloc const &e) {
-        if (err)
+        if (err) {
             *err = e.what();
+            one_line(err);
+        }
         return CMB_ERR_HOST_NOMEM;
     } catch (std::exception const &e) {
-        if (err)
+        if (err) {
             *err = e.what();
+            one_line(err);
+        }
         return CMB_ERR_CUDA;
     }
 }

@@ -187,6 +187,14 @@ int read_options(const cmb_config *cfg, config *c)
 
 /* --- the allocator, once per process ---------------------------------------------------------- */
 
+/* Messages become one line: they end up in a CSV cell and a progress line. */
+void one_line(std::string *s)
+{
+    for (auto &c : *s)
+        if (c == '\n' || c == '\r')
+            c = ' ';
+}
+
 /* Runs f, turning PyTorch's exceptions into a status and a message. */
 template <class F>
 cmb_status guarded(std::string *err, F &&f)
@@ -195,20 +203,28 @@ cmb_status guarded(std::string *err, F &&f)
         f();
         return CMB_OK;
     } catch (c10::OutOfMemoryError const &e) {
-        if (err)
+        if (err) {
             *err = e.what_without_backtrace();
+            one_line(err);
+        }
         return CMB_ERR_OOM;
     } catch (c10::Error const &e) {
-        if (err)
+        if (err) {
             *err = e.what_without_backtrace();
+            one_line(err);
+        }
         return CMB_ERR_CUDA;
     } catch (std::bad_alloc const &e) {
-        if (err)
+        if (err) {
             *err = e.what();
+            one_line(err);
+        }
         return CMB_ERR_HOST_NOMEM;
     } catch (std::exception const &e) {
-        if (err)
+        if (err) {
             *err = e.what();
+            one_line(err);
+        }
         return CMB_ERR_CUDA;
     }
 }
