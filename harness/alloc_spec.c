@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../allocators/real.h"
+
 static int add_options(cmb_alloc_spec *s, const char *list, size_t *used, char *err, size_t errlen)
 {
     char tmp[1024];
@@ -33,6 +35,27 @@ static int add_options(cmb_alloc_spec *s, const char *list, size_t *used, char *
         *used += len;
     }
     return 0;
+}
+
+/* real:NAME[:k=v...]: the plug-in's entry (or a refusing one, with why). */
+static int real_spec(cmb_alloc_spec *s, char *buf, char **opts, size_t *used, char *err, size_t errlen)
+{
+    char *colon = strchr(buf + strlen(CMB_REAL_PREFIX), ':');
+    if (colon) {
+        *colon = '\0';
+        *opts = colon + 1;
+    }
+    if (!(s->real = cmb_real_find(buf))) {
+        snprintf(err, errlen, "unknown allocator '%s' (cumembench --list shows the real ones)", buf);
+        return -1;
+    }
+    if (s->has_upstream) {
+        snprintf(err, errlen, "%s takes its memory from the CUDA driver itself: no @upstream", buf);
+        return -1;
+    }
+    s->entry = cmb_real_resolve(s->real, s->unavailable, sizeof s->unavailable);
+    snprintf(s->name, sizeof s->name, "%s", buf);
+    return *s->entry->default_options ? add_options(s, s->entry->default_options, used, err, errlen) : 0;
 }
 
 int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t errlen)
@@ -70,6 +93,9 @@ int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t 
         snprintf(s->external_path, sizeof s->external_path, "%s", path);
         const char *base = strrchr(path, '/');
         snprintf(s->name, sizeof s->name, "external:%s", base ? base + 1 : path);
+    } else if (!strncmp(buf, CMB_REAL_PREFIX, strlen(CMB_REAL_PREFIX))) {
+        if (real_spec(s, buf, &opts, &used, err, errlen))
+            return -1;
     } else {
         char *colon = strchr(buf, ':');
         if (colon) {
@@ -85,8 +111,12 @@ int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t 
         if (*s->entry->default_options && add_options(s, s->entry->default_options, &used, err, errlen))
             return -1;
     }
+    size_t first_user = s->n_options;
     if (opts && *opts && add_options(s, opts, &used, err, errlen))
         return -1;
+    for (size_t i = first_user; s->real && i < s->n_options; i++)
+        if (cmb_real_check_option(s->real, s->options[i].key, s->options[i].value, err, errlen))
+            return -1;
     if (opts && !*opts) {
         snprintf(err, errlen, "empty option list in '%s'", text);
         return -1;
@@ -100,6 +130,8 @@ void cmb_alloc_spec_label(const cmb_alloc_spec *s, char *out, size_t outlen)
     const char *colon = NULL;
     if (!strncmp(s->text, "external:", 9))
         colon = strchr(s->text + 9, ':');
+    else if (!strncmp(s->text, CMB_REAL_PREFIX, strlen(CMB_REAL_PREFIX)))
+        colon = strchr(s->text + strlen(CMB_REAL_PREFIX), ':');
     else
         colon = strchr(s->text, ':');
     const char *at = strrchr(s->text, '@');

@@ -3,7 +3,8 @@
  *     NAME[:key=value[:key=value...]][@UPSTREAM]
  *
  * e.g. "torch-caching:max_split_size=128MiB@vmm", "cub-1g",
- * "external:/path/libmine.so:arena=4GiB". The registry entry's default
+ * "external:/path/libmine.so:arena=4GiB", "real:rmm-pool" (allocators/real.h).
+ * The registry entry's default
  * options come first, the user's after them (later wins).
  */
 #ifndef CMB_ALLOC_SPEC_H
@@ -19,6 +20,8 @@ typedef struct cmb_alloc_spec {
     char name[128];                      /* registry name or external:FILE    */
     const cmb_allocator_entry *entry;    /* NULL for external                 */
     char external_path[384];             /* for external                      */
+    const struct cmb_real_info *real;    /* for real:NAME (allocators/real.h) */
+    char unavailable[512];               /* real:NAME that cannot run here: why */
     int has_upstream;                    /* @UPSTREAM was given               */
     cmb_upstream_kind upstream;
     size_t n_options;

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "../allocators/real.h"
 #include "../allocators/registry.h"
 #include "../scenarios/scenario.h"
 
@@ -46,7 +47,9 @@ void cmb_list(FILE *f)
         list_grids(f, "quick", s->quick_grids);
         list_grids(f, "full", s->full_grids);
     }
-    fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], or external:/path/lib.so):\n");
+    /* before "allocators": scripts read that section to its end (tests/test_resume.c) */
+    cmb_real_list(f);
+    fprintf(f, "\nallocators (NAME[:key=value...][@cuda|@vmm|@sim], external:/path/lib.so, or real:NAME above):\n");
     for (size_t i = 0; i < cmb_allocator_count(); i++) {
         const cmb_allocator_entry *e = cmb_allocator_at(i);
         const cmb_allocator_methods *m = e->methods;

@@ -155,6 +155,8 @@ static planned_case *plan_add(plan *p)
 
 static const char *skip_reason(const cmb_case_spec *cs, const cmb_allocator_methods *m)
 {
+    if (cs->alloc.unavailable[0])
+        return cs->alloc.unavailable; /* a real: allocator whose plug-in or library is missing */
     if (cs->mode == CMB_MODE_SIM) {
         if (cs->scenario->flags & CMB_SCN_NEEDS_GPU)
             return "needs a GPU: this scenario measures GPU work with nothing to simulate";
@@ -509,7 +511,8 @@ static void print_skipped_allocators(const plan *p, int quiet)
         for (size_t j = 0; j < i && !seen; j++)
             seen = p->cases[j].skip && !strcmp(p->cases[j].spec.alloc.text, pc->spec.alloc.text) &&
                    !strcmp(p->cases[j].reason, pc->reason);
-        if (!seen && strstr(pc->reason, "needs a GPU") && !(pc->spec.scenario->flags & CMB_SCN_NEEDS_GPU))
+        if (!seen && (pc->spec.alloc.unavailable[0] ||
+                      (strstr(pc->reason, "needs a GPU") && !(pc->spec.scenario->flags & CMB_SCN_NEEDS_GPU))))
             fprintf(stderr, "cumembench: skipping allocator %s: %s\n", pc->spec.alloc.text, pc->reason);
     }
 }

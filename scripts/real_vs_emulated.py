@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""real_vs_emulated.py - each emulation beside its real original, as Markdown.
+
+    scripts/real_vs_emulated.py RUN [RUN...] [-o OUT.md]
+
+RUN is a results directory (holding results.csv) or a .tar.gz of one, as
+scripts/gpu-real-vs-emulated.sh writes them. Every allocator `real:X` found in
+the runs is paired with the emulation `X` of the same run, and one table per
+pair lists each case both ran (scenario and parameters):
+
+  peak reserved   peak_reserved_bytes of each, and (real - emulation) / real
+  upstream allocs upstream_allocs of each (calls that took memory from CUDA)
+  p50             fastpath: the time of one alloc+free pair (Google Benchmark's
+                  time per iteration); other scenarios: alloc_p50_ns +
+                  free_p50_ns, the median single allocation plus the median
+                  single free
+  real / emul.    the ratio of the two p50s: how much more the original costs
+                  than the emulation's bookkeeping
+
+Each number is the median over the case's repetitions. A case that one side
+did not run shows that side's status and reason. Columns are read by name
+(allocator, scenario, params, status, metric, value, error), so files with
+more columns (impl, options) read the same; the allocator's name is taken up
+to its first option (`real:rmm-pool:initial_pool_size=1GiB` pairs with
+`rmm-pool:initial_pool_size=1GiB`, options and all).
+"""
+import argparse
+import csv
+import io
+import os
+import statistics
+import sys
+import tarfile
+
+REAL = "real:"
+
+
+def open_csvs(run):
+    """The text of every results.csv in a directory or a .tar.gz."""
+    if os.path.isdir(run):
+        path = os.path.join(run, "results.csv")
+        if not os.path.exists(path):
+            raise SystemExit(f"real_vs_emulated: {run} has no results.csv")
+        with open(path, newline="") as f:
+            return [f.read()]
+    if tarfile.is_tarfile(run):
+        out = []
+        with tarfile.open(run) as t:
+            for m in t.getmembers():
+                if m.isfile() and os.path.basename(m.name) == "results.csv":
+                    out.append(t.extractfile(m).read().decode())
+        if not out:
+            raise SystemExit(f"real_vs_emulated: {run} holds no results.csv")
+        return out
+    raise SystemExit(f"real_vs_emulated: {run} is neither a results directory nor a .tar.gz of one")
+
+
+class Case:
+    def __init__(self):
+        self.values = {}  # metric -> [value per repetition]
+        self.status = "ok"
+        self.reason = ""
+
+
+def read_runs(runs):
+    """{(scenario, params, allocator): Case}, in the order the cases ran"""
+    cases = {}
+    for run in runs:
+        for text in open_csvs(run):
+            for row in csv.DictReader(io.StringIO(text)):
+                key = (row["scenario"], row["params"], row["allocator"])
+                c = cases.setdefault(key, Case())
+                if row["status"] != "ok":
+                    c.status, c.reason = row["status"], row.get("error", "")
+                if row.get("metric") and row.get("value") not in (None, ""):
+                    try:
+                        c.values.setdefault(row["metric"], []).append(float(row["value"]))
+                    except ValueError:
+                        pass
+    return cases
+
+
+def median(case, metric):
+    v = case.values.get(metric) if case else None
+    return statistics.median(v) if v else None
+
+
+def p50_ns(scenario, case):
+    if case is None:
+        return None
+    if scenario == "fastpath":
+        t = median(case, "time_s")
+        return t * 1e9 if t is not None else None
+    a, f = median(case, "alloc_p50_ns"), median(case, "free_p50_ns")
+    return a + f if a is not None and f is not None else None
+
+
+def size(v):
+    if v is None:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= scale:
+            return f"{int(v):,} ({v / scale:.2f} {unit})"
+    return f"{int(v):,}"
+
+
+def num(v, digits=0):
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def side(case):
+    """'' when the case ran, else its status and reason."""
+    if case is None:
+        return "not run"
+    if case.status != "ok" or not case.values:
+        reason = case.reason.split(";")[0].split(" (")[0][:100]
+        return f"{case.status}: {reason}" if reason else case.status
+    return ""
+
+
+def pair_rows(cases, emul, real):
+    keys = list(dict.fromkeys((s, p) for (s, p, a) in cases if a in (emul, real)))
+    rows = []
+    for scenario, params in keys:
+        e, r = cases.get((scenario, params, emul)), cases.get((scenario, params, real))
+        pe, pr = median(e, "peak_reserved_bytes"), median(r, "peak_reserved_bytes")
+        diff = f"{(pr - pe) / pr * 100:+.1f}%" if pe is not None and pr else "-"
+        te, tr = p50_ns(scenario, e), p50_ns(scenario, r)
+        ratio = f"{tr / te:.1f}x" if te and tr is not None else "-"
+        note = "; ".join(f"{who}: {s}" for who, s in (("emulation", side(e)), ("real", side(r))) if s)
+        rows.append([f"{scenario} {params}".strip(), size(pe), size(pr), diff,
+                     num(median(e, "upstream_allocs")), num(median(r, "upstream_allocs")),
+                     num(te), num(tr), ratio, note])
+    return rows
+
+
+HEADER = ["case", "peak reserved, emulation (B)", "peak reserved, real (B)", "difference",
+          "upstream allocs, emulation", "upstream allocs, real", "p50 emulation (ns)", "p50 real (ns)",
+          "real / emulation", "not run"]
+
+
+def table(rows):
+    out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def render(cases):
+    reals = sorted({a for (_, _, a) in cases if a.startswith(REAL)})
+    if not reals:
+        return None
+    parts = ["p50: fastpath, one alloc+free pair (time per iteration); churn and replay, the median allocation "
+             "plus the median free. Difference: (real - emulation) / real. Medians over repetitions. An "
+             "emulation's time is its policy's bookkeeping, a lower bound; the real library's includes what "
+             "it does besides (docs/real.md)."]
+    for real in reals:
+        emul = real[len(REAL):]
+        parts.append(f"\n### {emul} beside {real}\n\n" + table(pair_rows(cases, emul, real)))
+    return "\n".join(parts) + "\n"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", help="results directories or .tar.gz of them")
+    ap.add_argument("-o", "--out", help="write the Markdown here (default: standard output)")
+    args = ap.parse_args(argv)
+    text = render(read_runs(args.runs))
+    if text is None:
+        print("real_vs_emulated: no real:* allocator in these runs", file=sys.stderr)
+        return 1
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
