@@ -31,6 +31,11 @@ int _cmb_pl_enter(int device, int *saved, char *err, size_t errlen)
     return 0;
 }
 
+void _cmb_pl_clear_error(void)
+{
+    cudaGetLastError();
+}
+
 void _cmb_pl_leave(int saved)
 {
     if (saved >= 0)

@@ -108,6 +108,10 @@ void _cmb_pl_trace_finish_at_exit(void);
  * already was. 0, or -1 with a reason. */
 int _cmb_pl_enter(int device, int *saved, char *err, size_t errlen);
 void _cmb_pl_leave(int saved);
+/* Clears the calling thread's last CUDA error after one of the library's
+ * own calls failed, so the host's next cudaGetLastError (PyTorch's launch
+ * check) does not report it as its own. Sticky errors stay, as they must. */
+void _cmb_pl_clear_error(void);
 /* cudaMemGetInfo on the current device: 0 or -1. */
 int _cmb_pl_mem_info(int64_t *free_bytes, int64_t *total_bytes);
 /* The name of the current device ("" when unknown), for trace comments. */

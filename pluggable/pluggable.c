@@ -11,8 +11,8 @@
  * (c10/cuda/CUDACachingAllocator.cpp, CUDAGuard in malloc/free). Every
  * later call on a device holds only that device's mutex.
  */
-#include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,7 +369,9 @@ static int create_policy(pl_device *d, char *err, size_t errlen)
 static int create_device(pl_device *d, int device, char *err, size_t errlen)
 {
     int saved = -1;
-    memset(d, 0, sizeof *d); /* state is PL_NONE: nobody else reads the rest */
+    /* Everything after the state, which other threads may be reading (it
+     * stays PL_NONE until the instance is complete). */
+    memset((char *)d + offsetof(pl_device, lock), 0, sizeof *d - offsetof(pl_device, lock));
     d->ordinal = device;
     d->real = cfg.kind != CMB_UPSTREAM_SIM;
     snprintf(d->spec, sizeof d->spec, "%s", cfg.spec->text);
@@ -387,8 +389,10 @@ static int create_device(pl_device *d, int device, char *err, size_t errlen)
         _cmb_pl_error(1, "%s (the program runs on, unrecorded)", err);
     return 0;
 out_leave:
-    if (d->real)
+    if (d->real) {
+        _cmb_pl_clear_error();
         _cmb_pl_leave(saved);
+    }
 out_tables:
     release_tables(d);
     return -1;
@@ -516,6 +520,8 @@ static void *alloc_locked(pl_device *d, size_t size, void *stream)
     if (st != CMB_OK) {
         d->free_slots[d->n_free_slots++] = slot;
         d->ooms++;
+        if (d->real)
+            _cmb_pl_clear_error();
         report_oom(d, size, st);
         return NULL;
     }
@@ -586,6 +592,8 @@ static void free_locked(pl_device *d, void *ptr, size_t size)
      * that stream to free, CuPy passes none. */
     cmb_status st = d->m->deallocate(d->policy, ptr, (size_t)s.size, (cmb_stream)d->streams[s.stream_id]);
     if (st != CMB_OK) {
+        if (d->real)
+            _cmb_pl_clear_error();
         bad_free(d, "the allocator refused the free of %p on device %d", ptr);
         return;
     }
