@@ -236,6 +236,60 @@ def case_cupy():
     assert s["frees"] == 2 and s["requested_current"] == 0 and s["bad_frees"] == 0
 
 
+def case_e2e_table():
+    """scripts/e2e-torch.py's table over a work directory as scripts/gpu-e2e.sh
+    leaves it: a library run (its trace recorded here over the sim upstream),
+    a native run, a crash, a job the time budget skipped, a probe that died."""
+    import json
+    torch, _ = fake_torch()
+    work, out = tempfile.mkdtemp(dir=TMP), tempfile.mkdtemp(dir=TMP)
+    for d in ("runs", "traces", "replay"):
+        os.mkdir(os.path.join(work, d))
+    trace = os.path.join(work, "traces", "torch-lib.trace")
+    alloc = cmb.install_torch("torch-caching@sim", trace=trace, torch_module=torch)
+    live = [alloc.malloc(n, 0, None) for n in (3 * MiB, 700, 25 * MiB, 9000)]
+    alloc.free(live[1], 700, 0, None)
+    alloc.free(live[2], 25 * MiB, 0, None)
+    live += [alloc.malloc(n, 0, None) for n in (12 * MiB, 5 * MiB)]
+    cmb.trace_stop()
+    s = cmb.stats()
+
+    def put(name, rc, data=None):
+        with open(os.path.join(work, "runs", name + ".status"), "w") as f:
+            f.write(f"{rc}\n")
+        if data is not None:
+            with open(os.path.join(work, "runs", name + ".json"), "w") as f:
+                json.dump(data, f)
+
+    put("torch-lib", 0, {"kind": "torch", "mode": "library", "policy": "torch-caching@cuda", "trace": trace,
+                         "reserved_peak": s["reserved_peak"], "requested_peak": s["requested_peak"],
+                         "free_at_create": s["device_free_at_create"], "device": "stand-in",
+                         "timed": {"median_ms": 11.0, "p10_ms": 10.0, "p90_ms": 12.0, "spread": 0.18}})
+    put("torch-native-default", 0, {"kind": "torch", "mode": "native", "conf": "", "device": "stand-in",
+                                    "reserved_peak": s["reserved_peak"] - 2 * MiB,
+                                    "timed": {"median_ms": 10.0, "p10_ms": 9.5, "p90_ms": 10.5, "spread": 0.1}})
+    put("torch-crashed", 139)
+    put("torch-late", "skipped")
+    put("torchoom-null", 134, {"kind": "torch-oom", "mode": "null", "policy": "bfc@cuda", "outcome": "started"})
+    r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "e2e-torch.py"), "table", "--work", work,
+                        "--bin", os.environ["CMB_BIN"], "--out", out, "--kind", "torch"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(os.path.join(out, "e2e-torch.json")) as f:
+        summary = json.load(f)
+    lib = next(x for x in summary["runs"] if x["name"] == "torch-lib")
+    assert lib["predicted_reserved_peak"] == s["reserved_peak"], (lib["predicted_reserved_peak"], s)
+    assert lib["prediction_error_pct"] == 0.0
+    (c,) = summary["native_vs_library"]
+    assert c["policy"] == "torch-caching@cuda" and abs(c["step_time_overhead_pct"] - 10.0) < 1e-9, c
+    assert c["reserved_diff_pct"] > 0
+    with open(os.path.join(out, "e2e-torch.md")) as f:
+        md = f.read()
+    for words in ("crashed (exit 139)", "not run: the time budget was spent", "+0.00%", "+10.00%",
+                  "started; crashed (exit 134)"):
+        assert words in md, (words, md)
+
+
 def _load_raw():
     lib = ctypes.CDLL(LIB)
     lib.cmb_torch_malloc.restype = ctypes.c_void_p
@@ -381,6 +435,9 @@ class RealLibrary(unittest.TestCase):
 
     def test_bad_spec(self):
         self.check("bad_spec", CMB_ALLOCATOR=None)
+
+    def test_e2e_table(self):
+        self.check("e2e_table", CMB_ALLOCATOR=None)
 
     def test_cupy(self):
         self.check("cupy", CMB_ALLOCATOR=None)
