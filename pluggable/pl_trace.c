@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../harness/clock.h"
 #include "pl_internal.h"
@@ -22,6 +23,7 @@ uint32_t _cmb_pl_trace_gen;
 static uint32_t generations;
 static char base_path[480];
 static uint64_t t0_ns;
+static pid_t owner; /* the process that started the recording */
 
 /* "{device}" in the path is replaced by the ordinal; without it device 0
  * records to the path itself and device N to PATH.devN. */
@@ -93,6 +95,41 @@ static void discard(pl_device *d)
     d->trace = NULL;
 }
 
+/* --- fork ------------------------------------------------------------------------ */
+
+/* A fork copies the writers' unflushed buffers, and the child's exit()
+ * flushes every stdio stream: the parent's events would be written twice.
+ * So the writers are flushed, with every lock held, just before a fork
+ * (as malloc implementations hold their arenas), and the child never
+ * closes them (see _cmb_pl_trace_finish_at_exit). */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&_cmb_pl_global_lock);
+    for (int i = 0; i < CMB_PLUGGABLE_MAX_DEVICES; i++) {
+        pl_device *d = _cmb_pl_ready(i);
+        if (!d)
+            continue;
+        pthread_mutex_lock(&d->lock);
+        if (d->trace && d->trace->f)
+            fflush(d->trace->f);
+    }
+}
+
+static void after_fork(void)
+{
+    for (int i = CMB_PLUGGABLE_MAX_DEVICES - 1; i >= 0; i--) {
+        pl_device *d = _cmb_pl_ready(i);
+        if (d)
+            pthread_mutex_unlock(&d->lock);
+    }
+    pthread_mutex_unlock(&_cmb_pl_global_lock);
+}
+
+static void register_fork_handlers(void)
+{
+    pthread_atfork(before_fork, after_fork, after_fork);
+}
+
 /* --- start and stop ------------------------------------------------------------- */
 
 static int check_writable(char *err, size_t errlen)
@@ -118,6 +155,8 @@ int cmb_pluggable_trace_start(const char *path)
         _cmb_pl_error(0, "trace: empty or too long path");
         return -1;
     }
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, register_fork_handlers);
     pthread_mutex_lock(&_cmb_pl_global_lock);
     if (_cmb_pl_trace_gen) {
         _cmb_pl_error(0, "trace: already recording to %s", base_path);
@@ -130,6 +169,7 @@ int cmb_pluggable_trace_start(const char *path)
     }
     _cmb_pl_trace_gen = ++generations;
     t0_ns = cmb_now_ns();
+    owner = getpid();
     rc = 0;
     for (int i = 0; i < CMB_PLUGGABLE_MAX_DEVICES && rc == 0; i++) {
         pl_device *d = _cmb_pl_ready(i);
@@ -189,9 +229,16 @@ void _cmb_pl_trace_finish_at_exit(void)
 {
     char err[PL_ERR_LEN];
     /* Never wait at exit: a thread stopped inside the library may hold a
-     * lock forever. Its device's trace then stays a .tmp file. */
+     * lock forever; its device's trace then stays a .tmp file. */
     if (pthread_mutex_trylock(&_cmb_pl_global_lock))
         return;
+    /* A forked child that exits through its destructors (not os._exit, as
+     * Python's multiprocessing workers do) must not put the parent's
+     * half-written files in place. */
+    if (getpid() != owner) {
+        pthread_mutex_unlock(&_cmb_pl_global_lock);
+        return;
+    }
     if (_cmb_pl_trace_gen) {
         for (int i = 0; i < CMB_PLUGGABLE_MAX_DEVICES; i++) {
             pl_device *d = _cmb_pl_ready(i);

@@ -315,6 +315,19 @@ def case_env_trace():
     # no trace_stop: the library writes the trace at exit
 
 
+def case_env_trace_fork():
+    """A forked child that exits normally must leave the parent's trace alone."""
+    lib = _load_raw()
+    first = lib.cmb_cupy_malloc(None, 4096, 0)
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)  # runs the C destructors, unlike os._exit
+    os.waitpid(pid, 0)
+    second = lib.cmb_cupy_malloc(None, 8192, 0)
+    lib.cmb_cupy_free(None, first, 0)
+    lib.cmb_cupy_free(None, second, 0)
+
+
 # --- the module over a fake CDLL ------------------------------------------------------
 
 class FakeCDLL:
@@ -470,6 +483,14 @@ class RealLibrary(unittest.TestCase):
         lines = self.lines(r)
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn("out of memory on device 0: 16.00 GiB under bfc@sim", lines[0])
+
+    def test_env_trace_fork(self):
+        trace = os.path.join(TMP, f"py-fork-{os.getpid()}.trace")
+        self.check("env_trace_fork", CMB_ALLOCATOR="cupy@sim", CMB_TRACE=trace)
+        with open(trace) as f:
+            ops = [line.split()[0] for line in f if not line.startswith("#")]
+        self.assertEqual(ops, ["a", "a", "f", "f"])
+        os.remove(trace)
 
     def test_env_trace_written_at_exit(self):
         trace = os.path.join(TMP, f"py-env-{os.getpid()}.trace")
