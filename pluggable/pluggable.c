@@ -38,6 +38,10 @@ typedef struct pl_config {
     int torch_raises;
     char error[PL_ERR_LEN];          /* why state is PL_FAILED                */
     int error_printed;
+    /* A bad CMB_CAPACITY, CMB_TORCH_OOM or CMB_TRACE: unlike a bad
+     * CMB_ALLOCATOR, which configure() replaces, it refuses every use. */
+    char env_error[PL_ERR_LEN];
+    int env_error_printed;
 } pl_config;
 
 static pl_config cfg;
@@ -195,11 +199,11 @@ static void read_environment(void)
         if (!strcmp(v, "raise"))
             cfg.torch_raises = 1;
         else if (strcmp(v, "null"))
-            set_config_error("CMB_TORCH_OOM='%s': expected null or raise", v);
+            snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_TORCH_OOM='%s': expected null or raise", v);
     }
-    if (cfg.state != PL_FAILED && (v = getenv("CMB_CAPACITY")) && *v && cmb_parse_size(v, &cfg.capacity))
-        set_config_error("CMB_CAPACITY='%s' is not a size (e.g. 8GiB)", v);
-    if (cfg.state != PL_FAILED && (v = getenv("CMB_ALLOCATOR")) && *v) {
+    if ((v = getenv("CMB_CAPACITY")) && *v && cmb_parse_size(v, &cfg.capacity))
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s' is not a size (e.g. 8GiB)", v);
+    if ((v = getenv("CMB_ALLOCATOR")) && *v) {
         cmb_alloc_spec *s;
         const cmb_allocator_methods *m;
         cmb_upstream_kind kind;
@@ -209,10 +213,10 @@ static void read_environment(void)
             set_spec(s, m, kind);
     }
     pthread_mutex_unlock(&_cmb_pl_global_lock);
-    if (cfg.state != PL_FAILED && (v = getenv("CMB_TRACE")) && *v && !_cmb_pl_trace_gen &&
+    if (!cfg.env_error[0] && (v = getenv("CMB_TRACE")) && *v && !_cmb_pl_trace_gen &&
         cmb_pluggable_trace_start(v)) {
         pthread_mutex_lock(&_cmb_pl_global_lock);
-        set_config_error("CMB_TRACE: %s", cmb_pluggable_last_error());
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_TRACE: %s", cmb_pluggable_last_error());
         pthread_mutex_unlock(&_cmb_pl_global_lock);
     }
 }
@@ -239,6 +243,10 @@ int cmb_pluggable_configure(const char *spec)
     const cmb_allocator_methods *m;
     cmb_upstream_kind kind;
     environment_once();
+    if (cfg.env_error[0]) {
+        _cmb_pl_error(0, "%s", cfg.env_error);
+        return -1;
+    }
     if (!spec || !*spec) {
         _cmb_pl_error(0, "no allocator spec given (e.g. bfc@cuda)");
         return -1;
@@ -413,6 +421,12 @@ static pl_device *get_device(int device)
     d = &_cmb_pl_devices[device];
     pthread_mutex_lock(&_cmb_pl_global_lock);
     int state = atomic_load_explicit(&d->state, memory_order_relaxed);
+    if (state == PL_NONE && cfg.env_error[0]) {
+        _cmb_pl_error(!cfg.env_error_printed, "%s", cfg.env_error);
+        cfg.env_error_printed = 1;
+        pthread_mutex_unlock(&_cmb_pl_global_lock);
+        return NULL;
+    }
     if (state == PL_NONE) {
         if (cfg.state == PL_NONE)
             set_config_error("CMB_ALLOCATOR is not set and cmb_pluggable_configure() was not called "

@@ -315,6 +315,18 @@ def case_env_trace():
     # no trace_stop: the library writes the trace at exit
 
 
+def case_env_error_install():
+    """A bad setting in the environment is not overridden by install_*: refused."""
+    torch, calls = fake_torch()
+    try:
+        cmb.install_torch("bfc@sim", torch_module=torch)
+    except cmb.PluggableError as e:
+        assert "CMB_CAPACITY='12 parsecs' is not a size" in str(e), e
+    else:
+        raise AssertionError("installed despite CMB_CAPACITY")
+    assert not calls
+
+
 def case_env_trace_fork():
     """A forked child that exits normally must leave the parent's trace alone."""
     lib = _load_raw()
@@ -476,6 +488,9 @@ class RealLibrary(unittest.TestCase):
         r = self.check("env_calls", CMB_ALLOCATOR="bfc@sim", CMB_CAPACITY="lots")
         self.assertEqual(len(self.lines(r)), 1, r.stderr)
         self.assertIn("CMB_CAPACITY='lots' is not a size", r.stderr)
+
+    def test_env_error_beats_configure(self):
+        self.check("env_error_install", CMB_CAPACITY="12 parsecs")
 
     def test_env_oom(self):
         r = self.check("env_calls", CMB_ALLOCATOR="bfc@sim", CMB_CAPACITY="1GiB", CMB_TORCH_OOM="null")
