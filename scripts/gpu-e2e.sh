@@ -22,7 +22,7 @@
 # times, the OOM probes), bench-pluggable.json, traces.tar.xz (every
 # recorded trace) and logs.tar.gz (each process's output, its JSON, the
 # replays' results). Every job runs under a time limit, and jobs stop being
-# started once CMB_E2E_BUDGET seconds (default 500) have passed, so one
+# started once CMB_E2E_BUDGET seconds (default 420) have passed, so one
 # invocation stays under 9 minutes; a job cut short or crashed is a row of
 # the table saying so. Exit status: 0 when every job ran, 1 when one failed,
 # 2 on bad usage.
@@ -40,7 +40,7 @@ lib="$build/pluggable/libcmb_pluggable.so"
 [ -f "$lib" ] || { echo "$0: $lib is missing: build first (make build)" >&2; exit 2; }
 py=${PYTHON:-python3}
 job_limit=${CMB_E2E_TIMEOUT:-150}
-budget=${CMB_E2E_BUDGET:-500}
+budget=${CMB_E2E_BUDGET:-420}
 t0=$(date +%s)
 work="$out/work"
 rm -rf "$work"
