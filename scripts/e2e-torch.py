@@ -2,7 +2,7 @@
 """e2e-torch.py - a real PyTorch training job under the suite's policies, beside
 the sim replay's prediction for the same traffic (run by scripts/gpu-e2e.sh).
 
-  e2e-torch.py run --out RUN.json [--native] | [--policy SPEC --lib LIB --trace FILE]
+  e2e-torch.py run --out RUN.json [--policy SPEC --lib LIB --trace FILE [--oom raise|null]]
       The transformer of scripts/record_torch_transformer.py: its sweep (8
       sequence lengths x 3 steps, batch 32), then --timed-steps steps at
       sequence length --timed-seq. Natively (PyTorch's own allocator, as
@@ -83,7 +83,9 @@ def run(args):
     if args.policy:
         import cumembench_alloc as cmb
         # Before anything touches CUDA memory: PyTorch refuses to swap after.
-        cmb.install_torch(args.policy, trace=args.trace, path=args.lib)
+        # raise: a policy that runs out of memory shows as a RuntimeError,
+        # where a NULL could take the job down (the oom probes compare both).
+        cmb.install_torch(args.policy, trace=args.trace, path=args.lib, oom=args.oom)
     import torch
     import record_torch_transformer as rt
     result.update(torch=torch.__version__, device=torch.cuda.get_device_name(),
@@ -344,6 +346,7 @@ def main():
     r.add_argument("--sweep-steps", type=int, default=3)
     r.add_argument("--timed-steps", type=int, default=20)
     r.add_argument("--timed-seq", type=int, default=512)
+    r.add_argument("--oom", choices=["null", "raise"], default="raise")
     o = sub.add_parser("oom")
     o.add_argument("--out", required=True)
     o.add_argument("--mode", choices=["native", "null", "raise"], required=True)
