@@ -266,14 +266,18 @@ def table(args):
             r["predicted_ooms"] = m.get("replay_ooms")
             r["prediction_error_pct"] = pct(r["predicted_reserved_peak"], r.get("reserved_peak"))
     native = {r.get("conf") or "default": r for r in runs if r.get("mode") == "native"}
-    by_policy = {r.get("policy"): r for r in runs if r.get("mode") == "library"}
+    # The library run of the same policy with no options, over whichever upstream.
+    by_policy = {}
+    for r in runs:
+        if r.get("mode") == "library":
+            by_policy.setdefault(r["policy"].rsplit("@", 1)[0], r)
     comparisons = []
-    for conf, policy in (("default", "torch-caching@cuda"), ("expandable_segments:True", "torch-expandable@vmm"),
-                         ("pool", "cupy@cuda")):
+    for conf, policy in (("default", "torch-caching"), ("expandable_segments:True", "torch-expandable"),
+                         ("pool", "cupy")):
         n, lib = native.get(conf), by_policy.get(policy)
         if n and lib:
             comparisons.append({
-                "native": conf, "policy": policy, "native_reserved_peak": n.get("reserved_peak"),
+                "native": conf, "policy": lib["policy"], "native_reserved_peak": n.get("reserved_peak"),
                 "library_reserved_peak": lib.get("reserved_peak"),
                 "reserved_diff_pct": pct(lib.get("reserved_peak"), n.get("reserved_peak")),
                 "native_median_ms": n.get("timed", {}).get("median_ms"),

@@ -10,8 +10,11 @@
 #        default and expandable_segments:True) and under each policy below
 #        through the library, each in its own process; out-of-memory probes
 #        (native, NULL return, raise) under a 1 GiB cap; three more policies;
-#        then the table. CMB_E2E_TORCH_POLICIES, CMB_E2E_TORCH_EXTRA and
-#        CMB_E2E_CUPY_POLICIES replace the lists.
+#        then the table. CMB_E2E_TORCH_POLICIES, CMB_E2E_TORCH_EXTRA,
+#        CMB_E2E_CUPY_POLICIES, CMB_E2E_OOM_POLICY, CMB_E2E_OOM_MODES and
+#        CMB_E2E_BENCH_PAIRS replace the defaults (the CPU smoke test,
+#        tests/pluggable/test_gpu_e2e_smoke.py, runs @sim policies with
+#        stand-ins for PyTorch and CuPy).
 # cupy   chunked FFTs and a GEMM loop under CuPy's own pool (its requests
 #        recorded with a memory hook) and under four policies; the table.
 # bench  the library's lock and bookkeeping cost per alloc+free pair, 1 to
@@ -54,7 +57,10 @@ binning@cuda bfc@cuda cupy@cuda buddy@cuda"}
 "$bin" --list 2>/dev/null | grep -qE '^  cmb +' && TORCH_POLICIES="$TORCH_POLICIES cmb@cuda"
 TORCH_EXTRA=${CMB_E2E_TORCH_EXTRA:-"torch-caching:max_split_size_mb=128@cuda rmm-pool@vmm cuda@cuda"}
 CUPY_POLICIES=${CMB_E2E_CUPY_POLICIES:-"cupy@cuda rmm-pool@cuda bfc@cuda torch-caching@cuda"}
+OOM_POLICY=${CMB_E2E_OOM_POLICY:-bfc@cuda}
+OOM_MODES=${CMB_E2E_OOM_MODES:-"null raise"}
 OOM_CAP=1073741824
+BENCH_PAIRS=${CMB_E2E_BENCH_PAIRS:-500000}
 
 slug() {
     printf '%s' "$1" | tr -c 'A-Za-z0-9.=-' '_'
@@ -116,8 +122,8 @@ torch_part() {
     torch_policies "$TORCH_POLICIES"
     run_job torchoom-native "$py" scripts/e2e-torch.py oom --mode native --capacity "$OOM_CAP" \
         --out "$work/runs/torchoom-native.json"
-    for mode in null raise; do
-        run_job "torchoom-$mode" "$py" scripts/e2e-torch.py oom --mode "$mode" --policy bfc@cuda --lib "$lib" \
+    for mode in $OOM_MODES; do
+        run_job "torchoom-$mode" "$py" scripts/e2e-torch.py oom --mode "$mode" --policy "$OOM_POLICY" --lib "$lib" \
             --capacity "$OOM_CAP" --out "$work/runs/torchoom-$mode.json"
     done
     torch_policies "$TORCH_EXTRA"
@@ -138,7 +144,7 @@ cupy_part() {
 }
 
 bench_part() {
-    run_job bench "$build/pluggable/cmb_pluggable_bench" --allocator torch-caching@sim --pairs 500000 \
+    run_job bench "$build/pluggable/cmb_pluggable_bench" --allocator torch-caching@sim --pairs "$BENCH_PAIRS" \
         --threads 1,2,4,8,16 --json "$out/bench-pluggable.json"
 }
 
