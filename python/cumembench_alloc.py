@@ -95,6 +95,42 @@ def _declare(lib):
         fn.restype = res
 
 
+def _cudart_candidates(soname):
+    """Where a CUDA runtime may be when the framework linked its own statically
+    and the toolkit is not where the library was built: pip's nvidia-* packages,
+    $CUDA_HOME, /usr/local/cuda."""
+    import glob
+    import importlib.util
+    dirs = []
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        dirs += sorted(glob.glob(os.path.join(base, "*", "lib")))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            dirs += [os.path.join(os.environ[var], d) for d in ("lib64", "lib")]
+    dirs += ["/usr/local/cuda/lib64", "/usr/local/cuda/lib"]
+    return [os.path.join(d, soname) for d in dirs if os.path.exists(os.path.join(d, soname))]
+
+
+def _open(path, cdll, preload=None):
+    try:
+        return cdll(path)
+    except OSError as e:
+        import re
+        missing = re.search(r"(libcudart\.so\.\d+)", str(e))
+        if not missing:
+            raise
+        # The dynamic loader matches the library's DT_NEEDED against the
+        # SONAME of what is loaded: load a runtime first, then retry.
+        for candidate in _cudart_candidates(missing.group(1)):
+            try:
+                (preload or ctypes.CDLL)(candidate, mode=ctypes.RTLD_GLOBAL)
+                return cdll(path)
+            except OSError:
+                continue
+        raise
+
+
 def load(path=None, cdll=None):
     """Loads (once) and checks the library; returns the ctypes handle.
 
@@ -104,7 +140,7 @@ def load(path=None, cdll=None):
         return _lib
     path = path or library_path()
     try:
-        lib = (cdll or ctypes.CDLL)(path)
+        lib = _open(path, cdll or ctypes.CDLL)
     except OSError as e:
         raise PluggableError(f"cannot load {path}: {e} (build it with make build, or set "
                              "CMB_PLUGGABLE_LIB)") from None

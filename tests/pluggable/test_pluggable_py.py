@@ -426,6 +426,30 @@ class FakeLibrary(unittest.TestCase):
         with self.assertRaisesRegex(cmb.PluggableError, "no symbol cmb_pluggable_stats"):
             cmb.load("/fake/lib.so", cdll=lambda p: FakeCDLL(p, missing=("cmb_pluggable_stats",)))
 
+    def test_cudart_found_elsewhere(self):
+        """libcudart.so.13 not where the library was built: one from a known place is loaded first."""
+        tries, preloaded = [], []
+
+        def cdll(path):
+            tries.append(path)
+            if not preloaded:
+                raise OSError("libcudart.so.13: cannot open shared object file: No such file or directory")
+            return FakeCDLL(path)
+
+        saved = cmb._cudart_candidates
+        cmb._cudart_candidates = lambda soname: [f"/nowhere/{soname}", f"/pip/nvidia/cu13/lib/{soname}"]
+        try:
+            def preload(path, mode):
+                if path.startswith("/nowhere"):
+                    raise OSError("no such file")
+                preloaded.append((path, mode))
+            lib = cmb._open("/fake/libcmb_pluggable.so", cdll, preload)
+        finally:
+            cmb._cudart_candidates = saved
+        self.assertEqual(preloaded, [("/pip/nvidia/cu13/lib/libcudart.so.13", ctypes.RTLD_GLOBAL)])
+        self.assertEqual(tries, ["/fake/libcmb_pluggable.so"] * 2)
+        self.assertEqual(lib.path, "/fake/libcmb_pluggable.so")
+
     def test_missing_library(self):
         with self.assertRaisesRegex(cmb.PluggableError, "cannot load /nonexistent/lib.so"):
             cmb.load("/nonexistent/lib.so")
