@@ -18,9 +18,10 @@
  *
  * One policy instance per device, created on the device's first
  * allocation; every call on a device holds that device's mutex, so the
- * host may call from any thread. Environment, read at the first call when
- * cmb_pluggable_configure() was not called:
- *   CMB_ALLOCATOR   the policy spec (required)
+ * host may call from any thread. Environment, read once at the first call
+ * (cmb_pluggable_configure replaces CMB_ALLOCATOR; a malformed value of the
+ * others refuses every use):
+ *   CMB_ALLOCATOR   the policy spec (required without configure)
  *   CMB_CAPACITY    cap on what each device's policy may hold (e.g. 8GiB)
  *   CMB_TRACE       record the traffic to this file ({device} is replaced
  *                   by the ordinal; devices other than 0 get .devN without it)
