@@ -23,6 +23,36 @@ import sys
 import torch
 
 SEQUENCE_LENGTHS = [64, 200, 128, 512, 333, 1024, 700, 1500]
+BATCH = 32
+
+
+def build(dev="cuda"):
+    """The model, its head and optimizer (also used by scripts/e2e-torch.py)."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
+    model = nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).to(dev)
+    head = nn.Linear(512, 1000).to(dev)
+    opt = torch.optim.AdamW(list(model.parameters()) + list(head.parameters()), lr=1e-4)
+    return model, head, opt
+
+
+def train_step(model, head, opt, seq, dev="cuda", phase=None):
+    """One training step at sequence length `seq`; phase(name) is called
+    after the forward pass, the backward pass and the optimizer step."""
+    x = torch.randn(BATCH, seq, 512, device=dev)
+    y = torch.randint(0, 1000, (BATCH, seq), device=dev)
+    loss = torch.nn.functional.cross_entropy(head(model(x)).reshape(-1, 1000), y.reshape(-1))
+    if phase:
+        phase("forward")
+    opt.zero_grad()
+    loss.backward()
+    if phase:
+        phase("backward")
+    opt.step()
+    if phase:
+        phase("step")
+    del x, y, loss
 
 
 def main():
@@ -31,21 +61,10 @@ def main():
         torch.cuda.set_per_process_memory_fraction(fraction)
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                              max_entries=10**7)
-    torch.manual_seed(0)
-    nn, dev = torch.nn, "cuda"
-    layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
-    model = nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).to(dev)
-    head = nn.Linear(512, 1000).to(dev)
-    opt = torch.optim.AdamW(list(model.parameters()) + list(head.parameters()), lr=1e-4)
+    model, head, opt = build()
     for seq in SEQUENCE_LENGTHS:
         for _ in range(3):
-            x = torch.randn(32, seq, 512, device=dev)
-            y = torch.randint(0, 1000, (32, seq), device=dev)
-            loss = nn.functional.cross_entropy(head(model(x)).reshape(-1, 1000), y.reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            del x, y, loss
+            train_step(model, head, opt, seq)
     torch.cuda.synchronize()
     stats = torch.cuda.memory_stats()
     free, total = torch.cuda.mem_get_info()

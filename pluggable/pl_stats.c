@@ -1,0 +1,115 @@
+/* pl_stats.c - the statistics of one device's instance.
+ *
+ * Current values come from the policy's stats() (allocated, reserved,
+ * largest free, retries) and from the upstream's accounting layer (calls);
+ * requested bytes and live blocks are the library's own count, independent
+ * of the policy, as the harness keeps them (harness/metered.c).
+ *
+ * Peaks. Until the first reset the policy's and the upstream's own
+ * high-water marks are exact and cost nothing per call. A reset cannot
+ * lower them, so from then on the library also reads the policy's stats
+ * after every allocation (allocated and reserved rise only there) and
+ * keeps the highest values since the reset; a peak is then the policy's
+ * own peak if that rose past its value at the reset (the new high-water
+ * mark was reached after the reset), else the highest value seen since.
+ * Requested bytes and blocks are counted here and reset directly.
+ */
+#include <string.h>
+
+#include "pl_internal.h"
+
+static void policy_stats(pl_device *d, cmb_alloc_stats *ps)
+{
+    memset(ps, 0, sizeof *ps);
+    if (d->m->stats(d->policy, ps) != CMB_OK)
+        memset(ps, 0, sizeof *ps);
+    if (d->up && !(ps->valid & CMB_STAT_RESERVED)) {
+        /* A policy's reserved bytes are exactly its upstream's held bytes. */
+        ps->reserved.current = d->up->stats.held_current;
+        ps->reserved.peak = d->up->stats.held_peak;
+        ps->valid |= CMB_STAT_RESERVED;
+    }
+}
+
+static void sample_device(pl_device *d)
+{
+    int64_t free_b, total_b;
+    if (_cmb_pl_mem_info(&free_b, &total_b) == 0 && total_b - free_b > d->device_used_peak)
+        d->device_used_peak = total_b - free_b;
+}
+
+void _cmb_pl_after_alloc(pl_device *d, int64_t held_before)
+{
+    /* Device memory in use can only have grown when the policy took more
+     * from its upstream: sample it then (a cudaMemGetInfo costs
+     * microseconds; growth is rare next to cached allocations). */
+    if (d->real && d->up && d->up->stats.held_current > held_before)
+        sample_device(d);
+    if (d->peaks_reset) {
+        cmb_alloc_stats ps;
+        policy_stats(d, &ps);
+        if (ps.allocated.current > d->allocated_since)
+            d->allocated_since = ps.allocated.current;
+        if (ps.reserved.current > d->reserved_since)
+            d->reserved_since = ps.reserved.current;
+    }
+}
+
+void _cmb_pl_reset_peaks_locked(pl_device *d)
+{
+    cmb_alloc_stats ps;
+    policy_stats(d, &ps);
+    d->peaks_reset = 1;
+    d->allocated_base = ps.allocated.peak;
+    d->reserved_base = ps.reserved.peak;
+    d->allocated_since = ps.allocated.current;
+    d->reserved_since = ps.reserved.current;
+    d->requested.peak = d->requested.current;
+    d->blocks.peak = d->blocks.current;
+    d->device_used_peak = 0;
+}
+
+static int64_t peak_since(int64_t policy_peak, int64_t base, int64_t since)
+{
+    return policy_peak > base ? policy_peak : since;
+}
+
+void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
+{
+    cmb_alloc_stats ps;
+    policy_stats(d, &ps);
+    out->active = 1;
+    out->valid = ps.valid;
+    out->requested_current = d->requested.current;
+    out->requested_peak = d->requested.peak;
+    out->allocated_current = ps.allocated.current;
+    out->reserved_current = ps.reserved.current;
+    if (d->peaks_reset) {
+        out->allocated_peak = peak_since(ps.allocated.peak, d->allocated_base, d->allocated_since);
+        out->reserved_peak = peak_since(ps.reserved.peak, d->reserved_base, d->reserved_since);
+    } else {
+        out->allocated_peak = ps.allocated.peak;
+        out->reserved_peak = ps.reserved.peak;
+    }
+    out->blocks_current = d->blocks.current;
+    out->blocks_peak = d->blocks.peak;
+    out->largest_free = (int64_t)ps.largest_free;
+    if (d->up) {
+        int64_t outstanding = (int64_t)d->up->stats.alloc_calls - (int64_t)d->up->stats.free_calls;
+        out->segments_current = outstanding > 0 ? outstanding : 0;
+        out->upstream_allocs = (int64_t)d->up->stats.alloc_calls;
+        out->upstream_frees = (int64_t)d->up->stats.free_calls;
+    } else if (ps.valid & CMB_STAT_UPSTREAM) {
+        out->upstream_allocs = (int64_t)ps.upstream_allocs;
+        out->upstream_frees = (int64_t)ps.upstream_frees;
+    }
+    out->oom_retries = (int64_t)ps.oom_retries;
+    out->allocs = d->allocs;
+    out->frees = d->frees;
+    out->ooms = d->ooms;
+    out->bad_frees = d->bad_frees;
+    out->streams = (int64_t)d->n_streams - 1 + d->null_stream_used;
+    out->device_used_peak = d->device_used_peak;
+    out->device_free_at_create = d->free_at_create;
+    out->device_total = d->total;
+}

@@ -1,0 +1,729 @@
+/* pluggable.c - the configuration, the per-device instances and the
+ * allocation paths of libcmb_pluggable.
+ *
+ * The policy spec is parsed with the harness' own grammar
+ * (harness/alloc_spec.c) and its options checked at configure time by
+ * creating the policy once over a sim upstream, so a typo is refused before
+ * the host program allocates anything. Each device gets its instance on its
+ * first allocation, under the global lock, with that device made current
+ * for the upstream's set-up and the previous device restored after, as
+ * PyTorch's allocator guards every call that may touch another device
+ * (c10/cuda/CUDACachingAllocator.cpp, CUDAGuard in malloc/free). Every
+ * later call on a device holds only that device's mutex.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../allocators/external.h"
+#include "../allocators/registry.h"
+#include "../allocators/upstream.h"
+#include "../common/cmb_units.h"
+#include "../harness/alloc_spec.h"
+#include "pl_internal.h"
+
+pl_device _cmb_pl_devices[CMB_PLUGGABLE_MAX_DEVICES];
+pthread_mutex_t _cmb_pl_global_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* --- configuration ----------------------------------------------------------- */
+
+typedef struct pl_config {
+    int state;                       /* PL_NONE, PL_READY, PL_FAILED          */
+    cmb_alloc_spec *spec;            /* heap: its options point into itself   */
+    const cmb_allocator_methods *m;
+    cmb_upstream_kind kind;
+    uint64_t capacity;               /* 0 = the device as it is               */
+    int torch_raises;
+    char error[PL_ERR_LEN];          /* why state is PL_FAILED                */
+    int error_printed;
+    /* A bad CMB_CAPACITY, CMB_TORCH_OOM or CMB_TRACE: unlike a bad
+     * CMB_ALLOCATOR, which configure() replaces, it refuses every use. */
+    char env_error[PL_ERR_LEN];
+    int env_error_printed;
+} pl_config;
+
+static pl_config cfg;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+/* --- errors ---------------------------------------------------------------------- */
+
+static _Thread_local char tl_error[PL_ERR_LEN];
+static char last_error[PL_ERR_LEN];
+static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void _cmb_pl_error(int print, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tl_error, sizeof tl_error, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&error_lock);
+    memcpy(last_error, tl_error, sizeof last_error);
+    pthread_mutex_unlock(&error_lock);
+    if (print)
+        fprintf(stderr, "cumembench pluggable: %s\n", tl_error);
+}
+
+const char *cmb_pluggable_last_error(void)
+{
+    /* This thread's own failure if it had one, else the process's last. */
+    if (!tl_error[0]) {
+        pthread_mutex_lock(&error_lock);
+        memcpy(tl_error, last_error, sizeof tl_error);
+        pthread_mutex_unlock(&error_lock);
+    }
+    return tl_error;
+}
+
+/* --- parsing and checking a spec ------------------------------------------------------ */
+
+static int allow_sim(void)
+{
+    const char *v = getenv("CMB_PLUGGABLE_ALLOW_SIM");
+    return v && !strcmp(v, "1");
+}
+
+/* Creates the policy once over a sim upstream and destroys it: the options
+ * are checked by the allocator's own create(), with no GPU involved. */
+static int check_options(const cmb_alloc_spec *s, const cmb_allocator_methods *m, char *err, size_t errlen)
+{
+    cmb_upstream_config ucfg;
+    cmb_upstream *up = NULL;
+    void *state = NULL;
+    char why[320] = "";
+    int rc = -1;
+    if (!(m->flags & CMB_ALLOC_USES_UPSTREAM) || !s->entry)
+        return 0; /* driver allocators and plug-ins check theirs on the GPU */
+    cmb_upstream_config_default(&ucfg);
+    if (cmb_upstream_open(&ucfg, &up, why, sizeof why) != CMB_OK) {
+        snprintf(err, errlen, "cannot check the options of '%s': %s", s->text, why);
+        return -1;
+    }
+    cmb_config c = {.options = s->options, .n_options = s->n_options, .device = 0, .sim = 1,
+                    .error = why, .error_len = sizeof why};
+    cmb_status st = m->create(&c, up, &state);
+    if (st != CMB_OK) {
+        snprintf(err, errlen, "allocator '%s': %s", s->text, why[0] ? why : cmb_status_str(st));
+        goto out_close;
+    }
+    m->destroy(state);
+    rc = 0;
+out_close:
+    cmb_upstream_close(up);
+    return rc;
+}
+
+/* Parses `text` into a new spec and resolves everything that can be known
+ * without a GPU. 0 with *out set, or -1 with a one-line reason. */
+static int parse_spec(const char *text, cmb_alloc_spec **out, const cmb_allocator_methods **mout,
+                      cmb_upstream_kind *kout, char *err, size_t errlen)
+{
+    char why[400];
+    const cmb_allocator_methods *m = NULL;
+    cmb_alloc_spec *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "host out of memory");
+        return -1;
+    }
+    if (cmb_alloc_spec_parse(text, s, why, sizeof why)) {
+        snprintf(err, errlen, "allocator '%s': %s", text, why);
+        goto out_free;
+    }
+    if (s->entry) {
+        m = s->entry->methods;
+    } else if (cmb_external_load(s->external_path, &m, why, sizeof why)) {
+        snprintf(err, errlen, "%s", why);
+        goto out_free;
+    }
+    cmb_upstream_kind kind = s->has_upstream ? s->upstream
+                             : (m->flags & CMB_ALLOC_NEEDS_VMM) ? CMB_UPSTREAM_VMM
+                                                                : CMB_UPSTREAM_CUDA;
+    if (kind == CMB_UPSTREAM_SIM && !allow_sim()) {
+        snprintf(err, errlen, "allocator '%s': the sim upstream has no memory behind its addresses; "
+                 "use @cuda or @vmm (@sim is for tests, with CMB_PLUGGABLE_ALLOW_SIM=1)", text);
+        goto out_free;
+    }
+    if (kind == CMB_UPSTREAM_SIM && (m->flags & CMB_ALLOC_NEEDS_GPU)) {
+        snprintf(err, errlen, "allocator '%s' allocates through the CUDA driver and cannot run over @sim", text);
+        goto out_free;
+    }
+    if (kind == CMB_UPSTREAM_CUDA && (m->flags & CMB_ALLOC_NEEDS_VMM) && (m->flags & CMB_ALLOC_USES_UPSTREAM)) {
+        snprintf(err, errlen, "allocator '%s' maps pages and needs the vmm upstream (@vmm)", text);
+        goto out_free;
+    }
+    if (check_options(s, m, err, errlen))
+        goto out_free;
+    *out = s;
+    *mout = m;
+    *kout = kind;
+    return 0;
+out_free:
+    free(s);
+    return -1;
+}
+
+/* Takes a parsed spec as the configuration (global lock held). */
+static void set_spec(cmb_alloc_spec *s, const cmb_allocator_methods *m, cmb_upstream_kind kind)
+{
+    free(cfg.spec);
+    cfg.spec = s;
+    cfg.m = m;
+    cfg.kind = kind;
+    cfg.state = PL_READY;
+    cfg.error[0] = '\0';
+    cfg.error_printed = 0;
+}
+
+static void set_config_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_config_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cfg.error, sizeof cfg.error, fmt, ap);
+    va_end(ap);
+    cfg.state = PL_FAILED;
+    cfg.error_printed = 0;
+}
+
+/* The environment, once per process, before the first configure() or the
+ * first allocation, whichever comes first. Its settings are defaults the
+ * API calls override. */
+static void read_environment(void)
+{
+    char err[PL_ERR_LEN];
+    const char *v;
+    pthread_mutex_lock(&_cmb_pl_global_lock);
+    if ((v = getenv("CMB_TORCH_OOM")) && *v) {
+        if (!strcmp(v, "raise"))
+            cfg.torch_raises = 1;
+        else if (strcmp(v, "null"))
+            snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_TORCH_OOM='%s': expected null or raise", v);
+    }
+    if ((v = getenv("CMB_CAPACITY")) && *v && cmb_parse_size(v, &cfg.capacity))
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s' is not a size (e.g. 8GiB)", v);
+    if ((v = getenv("CMB_ALLOCATOR")) && *v) {
+        cmb_alloc_spec *s;
+        const cmb_allocator_methods *m;
+        cmb_upstream_kind kind;
+        if (parse_spec(v, &s, &m, &kind, err, sizeof err))
+            set_config_error("CMB_ALLOCATOR: %s", err);
+        else
+            set_spec(s, m, kind);
+    }
+    pthread_mutex_unlock(&_cmb_pl_global_lock);
+    if (!cfg.env_error[0] && (v = getenv("CMB_TRACE")) && *v && !_cmb_pl_trace_gen &&
+        cmb_pluggable_trace_start(v)) {
+        pthread_mutex_lock(&_cmb_pl_global_lock);
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_TRACE: %s", cmb_pluggable_last_error());
+        pthread_mutex_unlock(&_cmb_pl_global_lock);
+    }
+}
+
+static void environment_once(void)
+{
+    pthread_once(&env_once, read_environment);
+}
+
+int cmb_pluggable_abi_version(void)
+{
+    return CMB_PLUGGABLE_ABI_VERSION;
+}
+
+size_t cmb_pluggable_memstats_size(void)
+{
+    return sizeof(cmb_pluggable_memstats);
+}
+
+int cmb_pluggable_configure(const char *spec)
+{
+    char err[PL_ERR_LEN];
+    cmb_alloc_spec *s;
+    const cmb_allocator_methods *m;
+    cmb_upstream_kind kind;
+    environment_once();
+    if (cfg.env_error[0]) {
+        _cmb_pl_error(0, "%s", cfg.env_error);
+        return -1;
+    }
+    if (!spec || !*spec) {
+        _cmb_pl_error(0, "no allocator spec given (e.g. bfc@cuda)");
+        return -1;
+    }
+    if (parse_spec(spec, &s, &m, &kind, err, sizeof err)) {
+        _cmb_pl_error(0, "%s", err);
+        return -1;
+    }
+    pthread_mutex_lock(&_cmb_pl_global_lock);
+    set_spec(s, m, kind);
+    pthread_mutex_unlock(&_cmb_pl_global_lock);
+    return 0;
+}
+
+int cmb_pluggable_set_capacity(uint64_t bytes)
+{
+    environment_once();
+    pthread_mutex_lock(&_cmb_pl_global_lock);
+    cfg.capacity = bytes;
+    pthread_mutex_unlock(&_cmb_pl_global_lock);
+    return 0;
+}
+
+int cmb_pluggable_set_torch_oom(int raise)
+{
+    if (raise != 0 && raise != 1) {
+        _cmb_pl_error(0, "cmb_pluggable_set_torch_oom: expected 0 (return NULL) or 1 (raise)");
+        return -1;
+    }
+    environment_once();
+    pthread_mutex_lock(&_cmb_pl_global_lock);
+    cfg.torch_raises = raise;
+    pthread_mutex_unlock(&_cmb_pl_global_lock);
+    return 0;
+}
+
+const char *cmb_pluggable_spec(void)
+{
+    static _Thread_local char text[512];
+    pthread_mutex_lock(&_cmb_pl_global_lock);
+    snprintf(text, sizeof text, "%s", cfg.state == PL_READY && cfg.spec ? cfg.spec->text : "");
+    pthread_mutex_unlock(&_cmb_pl_global_lock);
+    return text;
+}
+
+int _cmb_pl_torch_raises(void)
+{
+    environment_once();
+    return cfg.torch_raises;
+}
+
+/* --- per-device instances ---------------------------------------------------------------- */
+
+pl_device *_cmb_pl_ready(int device)
+{
+    if (device < 0 || device >= CMB_PLUGGABLE_MAX_DEVICES)
+        return NULL;
+    pl_device *d = &_cmb_pl_devices[device];
+    return atomic_load_explicit(&d->state, memory_order_acquire) == PL_READY ? d : NULL;
+}
+
+static void release_tables(pl_device *d)
+{
+    cmb_hashmap_free(&d->live);
+    cmb_hashmap_free(&d->stream_ids);
+    free(d->slots);
+    free(d->free_slots);
+    free(d->streams);
+    d->slots = NULL;
+    d->free_slots = NULL;
+    d->streams = NULL;
+}
+
+static int init_tables(pl_device *d)
+{
+    if (cmb_hashmap_init(&d->live, 4096) || cmb_hashmap_init(&d->stream_ids, 16))
+        return -1;
+    d->cap_streams = 16;
+    d->streams = calloc(d->cap_streams, sizeof *d->streams);
+    d->n_streams = 1; /* id 0: the legacy default stream, NULL */
+    return d->streams ? 0 : -1;
+}
+
+/* Opens the upstream and creates the policy for device d (global lock
+ * held, the device current). 0, or -1 with a reason. */
+static int create_policy(pl_device *d, char *err, size_t errlen)
+{
+    char why[400] = "";
+    const cmb_allocator_methods *m = cfg.m;
+    cmb_status st;
+    if (m->flags & CMB_ALLOC_USES_UPSTREAM) {
+        cmb_upstream_config ucfg;
+        cmb_upstream_config_default(&ucfg);
+        ucfg.kind = cfg.kind;
+        ucfg.device = d->ordinal;
+        if (cfg.kind == CMB_UPSTREAM_SIM && cfg.capacity)
+            ucfg.sim_capacity = cfg.capacity;
+        else
+            ucfg.fault.cap_bytes = cfg.capacity;
+        if (cmb_upstream_open(&ucfg, &d->up, why, sizeof why) != CMB_OK) {
+            snprintf(err, errlen, "device %d: %s upstream: %s", d->ordinal, cmb_upstream_kind_name(cfg.kind), why);
+            return -1;
+        }
+        size_t fb = 0, tb = 0;
+        if (cmb_up_mem_info(d->up, &fb, &tb) == CMB_OK) {
+            d->free_at_create = (int64_t)fb;
+            d->total = (int64_t)tb;
+        }
+    } else if (d->real) {
+        _cmb_pl_mem_info(&d->free_at_create, &d->total);
+    }
+    why[0] = '\0';
+    cmb_config c = {.options = cfg.spec->options, .n_options = cfg.spec->n_options, .device = d->ordinal,
+                    .sim = cfg.kind == CMB_UPSTREAM_SIM, .error = why, .error_len = sizeof why};
+    st = m->create(&c, d->up, &d->policy);
+    if (st != CMB_OK) {
+        snprintf(err, errlen, "device %d: creating %s: %s", d->ordinal, cfg.spec->text,
+                 why[0] ? why : cmb_status_str(st));
+        if (d->up)
+            cmb_upstream_close(d->up);
+        d->up = NULL;
+        return -1;
+    }
+    d->m = m;
+    return 0;
+}
+
+static int create_device(pl_device *d, int device, char *err, size_t errlen)
+{
+    int saved = -1;
+    /* Everything after the state, which other threads may be reading (it
+     * stays PL_NONE until the instance is complete). */
+    memset((char *)d + offsetof(pl_device, lock), 0, sizeof *d - offsetof(pl_device, lock));
+    d->ordinal = device;
+    d->real = cfg.kind != CMB_UPSTREAM_SIM;
+    snprintf(d->spec, sizeof d->spec, "%s", cfg.spec->text);
+    if (pthread_mutex_init(&d->lock, NULL) || init_tables(d)) {
+        snprintf(err, errlen, "host out of memory");
+        goto out_tables;
+    }
+    if (d->real && _cmb_pl_enter(device, &saved, err, errlen))
+        goto out_tables;
+    if (create_policy(d, err, errlen))
+        goto out_leave;
+    if (d->real)
+        _cmb_pl_leave(saved);
+    if (_cmb_pl_trace_gen && _cmb_pl_trace_open(d, err, errlen))
+        _cmb_pl_error(1, "%s (the program runs on, unrecorded)", err);
+    return 0;
+out_leave:
+    if (d->real) {
+        _cmb_pl_clear_error();
+        _cmb_pl_leave(saved);
+    }
+out_tables:
+    release_tables(d);
+    return -1;
+}
+
+/* The device's instance, created on first use. NULL after printing why. */
+static pl_device *get_device(int device)
+{
+    char err[PL_ERR_LEN];
+    pl_device *d = _cmb_pl_ready(device);
+    if (d)
+        return d;
+    if (device < 0 || device >= CMB_PLUGGABLE_MAX_DEVICES) {
+        _cmb_pl_error(1, "device %d is out of range (0 to %d)", device, CMB_PLUGGABLE_MAX_DEVICES - 1);
+        return NULL;
+    }
+    environment_once();
+    d = &_cmb_pl_devices[device];
+    pthread_mutex_lock(&_cmb_pl_global_lock);
+    int state = atomic_load_explicit(&d->state, memory_order_relaxed);
+    if (state == PL_NONE && cfg.env_error[0]) {
+        _cmb_pl_error(!cfg.env_error_printed, "%s", cfg.env_error);
+        cfg.env_error_printed = 1;
+        pthread_mutex_unlock(&_cmb_pl_global_lock);
+        return NULL;
+    }
+    if (state == PL_NONE) {
+        if (cfg.state == PL_NONE)
+            set_config_error("CMB_ALLOCATOR is not set and cmb_pluggable_configure() was not called "
+                             "(e.g. CMB_ALLOCATOR=bfc@cuda)");
+        if (cfg.state == PL_FAILED) {
+            /* The configuration's reason is printed once, not per device. */
+            _cmb_pl_error(!cfg.error_printed, "%s", cfg.error);
+            cfg.error_printed = 1;
+            pthread_mutex_unlock(&_cmb_pl_global_lock);
+            return NULL;
+        }
+        if (create_device(d, device, err, sizeof err)) {
+            _cmb_pl_error(1, "%s", err);
+            state = PL_FAILED;
+        } else {
+            state = PL_READY;
+        }
+        atomic_store_explicit(&d->state, state, memory_order_release);
+    } else if (state == PL_FAILED) {
+        _cmb_pl_error(0, "device %d: the allocator could not be created (reported above)", device);
+    }
+    pthread_mutex_unlock(&_cmb_pl_global_lock);
+    return state == PL_READY ? d : NULL;
+}
+
+/* --- live blocks and streams (device lock held) ------------------------------------------------- */
+
+static int stream_id(pl_device *d, void *stream, uint32_t *id)
+{
+    uint64_t v;
+    if (!stream) {
+        d->null_stream_used = 1;
+        *id = 0;
+        return 0;
+    }
+    if (cmb_hashmap_get(&d->stream_ids, (uint64_t)(uintptr_t)stream, &v)) {
+        *id = (uint32_t)v;
+        return 0;
+    }
+    if (d->n_streams == d->cap_streams) {
+        void **grown = realloc(d->streams, 2 * d->cap_streams * sizeof *grown);
+        if (!grown)
+            return -1;
+        d->streams = grown;
+        d->cap_streams *= 2;
+    }
+    if (cmb_hashmap_put(&d->stream_ids, (uint64_t)(uintptr_t)stream, d->n_streams))
+        return -1;
+    d->streams[d->n_streams] = stream;
+    *id = d->n_streams++;
+    return 0;
+}
+
+static int slot_new(pl_device *d, uint32_t *slot)
+{
+    if (d->n_free_slots) {
+        *slot = d->free_slots[--d->n_free_slots];
+        return 0;
+    }
+    if (d->n_slots == d->cap_slots) {
+        uint32_t cap = d->cap_slots ? 2 * d->cap_slots : 4096;
+        pl_slot *s = realloc(d->slots, (size_t)cap * sizeof *s);
+        if (!s)
+            return -1;
+        d->slots = s;
+        uint32_t *f = realloc(d->free_slots, (size_t)cap * sizeof *f);
+        if (!f)
+            return -1;
+        d->free_slots = f;
+        d->cap_slots = cap;
+    }
+    *slot = d->n_slots++;
+    return 0;
+}
+
+/* --- allocation ---------------------------------------------------------------------------------- */
+
+static void report_oom(pl_device *d, size_t size, cmb_status st)
+{
+    char want[32], res[32], live[32], cap[32] = "?";
+    cmb_alloc_stats ps = {0};
+    const char *why = d->m->last_error ? d->m->last_error(d->policy) : NULL;
+    d->m->stats(d->policy, &ps);
+    if (d->total)
+        cmb_format_size((uint64_t)d->total, cap, sizeof cap);
+    _cmb_pl_error(1, "%s on device %d: %s under %s (%s reserved, %s requested live, capacity %s)%s%s",
+                  st == CMB_ERR_OOM ? "out of memory" : cmb_status_str(st), d->ordinal,
+                  cmb_format_size(size, want, sizeof want), d->spec,
+                  cmb_format_size((uint64_t)ps.reserved.current, res, sizeof res),
+                  cmb_format_size((uint64_t)d->requested.current, live, sizeof live), cap, why ? ": " : "",
+                  why ? why : "");
+}
+
+static void *alloc_locked(pl_device *d, size_t size, void *stream)
+{
+    uint32_t sid, slot;
+    void *p = NULL;
+    int64_t held_before = d->up ? d->up->stats.held_current : 0;
+    if (stream_id(d, stream, &sid) || slot_new(d, &slot)) {
+        d->ooms++;
+        _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
+        return NULL;
+    }
+    cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, &p);
+    if (st != CMB_OK) {
+        d->free_slots[d->n_free_slots++] = slot;
+        d->ooms++;
+        if (d->real)
+            _cmb_pl_clear_error();
+        report_oom(d, size, st);
+        return NULL;
+    }
+    if (cmb_hashmap_put(&d->live, (uint64_t)(uintptr_t)p, slot)) {
+        d->m->deallocate(d->policy, p, size, (cmb_stream)stream);
+        d->free_slots[d->n_free_slots++] = slot;
+        d->ooms++;
+        _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
+        return NULL;
+    }
+    d->slots[slot] = (pl_slot){.size = size, .stream_id = sid, .trace_gen = d->trace ? d->trace_gen : 0};
+    d->allocs++;
+    cmb_stat_increase(&d->requested, (int64_t)size);
+    cmb_stat_increase(&d->blocks, 1);
+    _cmb_pl_after_alloc(d, held_before);
+    if (d->trace)
+        _cmb_pl_trace_alloc(d, p, size, sid);
+    return p;
+}
+
+void *_cmb_pl_malloc(size_t size, int device, void *stream)
+{
+    char err[PL_ERR_LEN];
+    int saved = -1;
+    if (!size)
+        return NULL; /* as PyTorch's and CuPy's own allocators answer 0 bytes */
+    pl_device *d = get_device(device);
+    if (!d)
+        return NULL;
+    if (d->real && _cmb_pl_enter(device, &saved, err, sizeof err)) {
+        _cmb_pl_error(1, "%s", err);
+        return NULL;
+    }
+    pthread_mutex_lock(&d->lock);
+    void *p = alloc_locked(d, size, stream);
+    pthread_mutex_unlock(&d->lock);
+    if (d->real)
+        _cmb_pl_leave(saved);
+    return p;
+}
+
+static void bad_free(pl_device *d, const char *fmt, const void *ptr)
+{
+    d->bad_frees++;
+    /* The first few are printed; a program that keeps doing it is counted. */
+    if (d->bad_free_reports < 5) {
+        d->bad_free_reports++;
+        _cmb_pl_error(1, fmt, ptr, d->ordinal);
+    } else {
+        _cmb_pl_error(0, fmt, ptr, d->ordinal);
+    }
+}
+
+static void free_locked(pl_device *d, void *ptr, size_t size)
+{
+    uint64_t slot;
+    if (!cmb_hashmap_remove(&d->live, (uint64_t)(uintptr_t)ptr, &slot)) {
+        bad_free(d, "free of %p on device %d, which this library did not allocate or already freed (ignored)",
+                 ptr);
+        return;
+    }
+    pl_slot s = d->slots[slot];
+    d->free_slots[d->n_free_slots++] = (uint32_t)slot;
+    if (size && size != s.size)
+        _cmb_pl_error(0, "free of %p with size %zu, allocated with %llu (the allocation's size is used)", ptr,
+                      size, (unsigned long long)s.size);
+    /* A block goes back on the stream it was allocated on: PyTorch passes
+     * that stream to free, CuPy passes none. */
+    cmb_status st = d->m->deallocate(d->policy, ptr, (size_t)s.size, (cmb_stream)d->streams[s.stream_id]);
+    if (st != CMB_OK) {
+        if (d->real)
+            _cmb_pl_clear_error();
+        bad_free(d, "the allocator refused the free of %p on device %d", ptr);
+        return;
+    }
+    d->frees++;
+    cmb_stat_decrease(&d->requested, (int64_t)s.size);
+    cmb_stat_decrease(&d->blocks, 1);
+    if (d->trace && s.trace_gen == d->trace_gen)
+        _cmb_pl_trace_free(d, ptr, s.stream_id);
+}
+
+void _cmb_pl_free(void *ptr, size_t size, int device)
+{
+    char err[PL_ERR_LEN];
+    int saved = -1;
+    if (!ptr)
+        return;
+    pl_device *d = _cmb_pl_ready(device);
+    if (!d) {
+        _cmb_pl_error(1, "free of %p on device %d, which has no allocator instance (ignored)", ptr, device);
+        return;
+    }
+    if (d->real && _cmb_pl_enter(device, &saved, err, sizeof err)) {
+        _cmb_pl_error(1, "%s", err);
+        return;
+    }
+    pthread_mutex_lock(&d->lock);
+    free_locked(d, ptr, size);
+    pthread_mutex_unlock(&d->lock);
+    if (d->real)
+        _cmb_pl_leave(saved);
+}
+
+void *cmb_pluggable_malloc(size_t size, int device, void *stream)
+{
+    return _cmb_pl_malloc(size, device, stream);
+}
+
+void cmb_pluggable_free(void *ptr, size_t size, int device, void *stream)
+{
+    (void)stream;
+    _cmb_pl_free(ptr, size, device);
+}
+
+/* --- statistics and control ----------------------------------------------------------------------- */
+
+int cmb_pluggable_stats(int device, cmb_pluggable_memstats *out)
+{
+    if (!out || out->struct_size != sizeof *out) {
+        _cmb_pl_error(0, "cmb_pluggable_stats: struct_size must be %zu (ABI version %d)", sizeof *out,
+                      CMB_PLUGGABLE_ABI_VERSION);
+        return -1;
+    }
+    if (device < 0 || device >= CMB_PLUGGABLE_MAX_DEVICES) {
+        _cmb_pl_error(0, "cmb_pluggable_stats: device %d is out of range", device);
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    out->device = device;
+    pl_device *d = _cmb_pl_ready(device);
+    if (!d)
+        return 0;
+    pthread_mutex_lock(&d->lock);
+    _cmb_pl_fill_stats(d, out);
+    pthread_mutex_unlock(&d->lock);
+    return 0;
+}
+
+/* Runs fn on one device (lock held) or on every device with an instance. */
+static int for_devices(int device, const char *what, void (*fn)(pl_device *))
+{
+    if (device < -1 || device >= CMB_PLUGGABLE_MAX_DEVICES) {
+        _cmb_pl_error(0, "%s: device %d is out of range", what, device);
+        return -1;
+    }
+    for (int i = device < 0 ? 0 : device; i < (device < 0 ? CMB_PLUGGABLE_MAX_DEVICES : device + 1); i++) {
+        pl_device *d = _cmb_pl_ready(i);
+        if (!d)
+            continue;
+        pthread_mutex_lock(&d->lock);
+        fn(d);
+        pthread_mutex_unlock(&d->lock);
+    }
+    return 0;
+}
+
+int cmb_pluggable_reset_peaks(int device)
+{
+    return for_devices(device, "cmb_pluggable_reset_peaks", _cmb_pl_reset_peaks_locked);
+}
+
+static void trim_locked(pl_device *d)
+{
+    char err[PL_ERR_LEN];
+    int saved = -1;
+    if (!d->m->trim)
+        return;
+    if (d->real && _cmb_pl_enter(d->ordinal, &saved, err, sizeof err)) {
+        _cmb_pl_error(1, "%s", err);
+        return;
+    }
+    cmb_status st = d->m->trim(d->policy);
+    if (st != CMB_OK)
+        _cmb_pl_error(1, "device %d: empty_cache: %s", d->ordinal, cmb_status_str(st));
+    if (d->real)
+        _cmb_pl_leave(saved);
+}
+
+int cmb_pluggable_empty_cache(int device)
+{
+    return for_devices(device, "cmb_pluggable_empty_cache", trim_locked);
+}
+
+/* At exit only the traces are written into place: instances stay, since
+ * a host library's own destructors may still free blocks after ours. */
+__attribute__((destructor)) static void at_exit(void)
+{
+    _cmb_pl_trace_finish_at_exit();
+}

@@ -1,0 +1,331 @@
+"""cumembench_alloc - the suite's allocation policies inside PyTorch and CuPy programs.
+
+Standard library only (ctypes) over libcmb_pluggable.so:
+
+    import cumembench_alloc as cmb
+    cmb.install_torch("bfc@cuda")        # before the program's first CUDA allocation
+    ...                                  # the program, unchanged
+    print(cmb.memory_stats())            # requested / allocated / reserved, current and peak
+
+The spec is the one `cumembench --allocator` takes (NAME[:key=value...][@cuda|@vmm]).
+install_cupy() does the same for CuPy. stats(), reset_peaks(), empty_cache(),
+trace_start() / trace_stop() work under either; docs/pluggable.md has the details.
+
+The library is found at $CMB_PLUGGABLE_LIB, else beside this file, else in the
+build tree next to it (build/pluggable/), else by the dynamic loader.
+"""
+import ctypes
+import os
+
+__all__ = ["PluggableError", "library_path", "load", "configure", "set_capacity",
+           "install_torch", "install_cupy", "stats", "memory_stats", "reset_peaks",
+           "empty_cache", "trace_start", "trace_stop", "spec"]
+
+ABI_VERSION = 1
+LIB_NAME = "libcmb_pluggable.so"
+
+# The counters of cmb_pluggable_memstats after its four 32-bit fields, in order
+# (pluggable/cmb_pluggable.h); all int64.
+COUNTERS = (
+    "requested_current", "requested_peak", "allocated_current", "allocated_peak",
+    "reserved_current", "reserved_peak", "blocks_current", "blocks_peak",
+    "segments_current", "largest_free", "upstream_allocs", "upstream_frees",
+    "oom_retries", "allocs", "frees", "ooms", "bad_frees", "streams",
+    "device_used_peak", "device_free_at_create", "device_total",
+)
+
+
+class MemStats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("valid", ctypes.c_uint32),
+                ("device", ctypes.c_int32), ("active", ctypes.c_int32)] + \
+               [(name, ctypes.c_int64) for name in COUNTERS]
+
+
+class PluggableError(RuntimeError):
+    """A policy that cannot be used: bad spec, library missing or too old, too late to install."""
+
+
+_lib = None
+_lib_path = None
+_current_device = None   # set by install_*: the framework's current device
+_keep = []               # objects the frameworks hold only by address
+
+
+def library_path():
+    """Where the library is looked for first (an existing file), or its bare name."""
+    env = os.environ.get("CMB_PLUGGABLE_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, LIB_NAME),
+                      os.path.join(here, "..", "build", "pluggable", LIB_NAME)):
+        if os.path.exists(candidate):
+            return os.path.normpath(candidate)
+    return LIB_NAME
+
+
+def _declare(lib):
+    c = ctypes
+    table = {
+        "cmb_pluggable_abi_version": ([], c.c_int),
+        "cmb_pluggable_memstats_size": ([], c.c_size_t),
+        "cmb_pluggable_configure": ([c.c_char_p], c.c_int),
+        "cmb_pluggable_set_capacity": ([c.c_uint64], c.c_int),
+        "cmb_pluggable_set_torch_oom": ([c.c_int], c.c_int),
+        "cmb_pluggable_spec": ([], c.c_char_p),
+        "cmb_pluggable_last_error": ([], c.c_char_p),
+        "cmb_pluggable_malloc": ([c.c_size_t, c.c_int, c.c_void_p], c.c_void_p),
+        "cmb_pluggable_free": ([c.c_void_p, c.c_size_t, c.c_int, c.c_void_p], None),
+        "cmb_pluggable_stats": ([c.c_int, c.POINTER(MemStats)], c.c_int),
+        "cmb_pluggable_reset_peaks": ([c.c_int], c.c_int),
+        "cmb_pluggable_empty_cache": ([c.c_int], c.c_int),
+        "cmb_pluggable_trace_start": ([c.c_char_p], c.c_int),
+        "cmb_pluggable_trace_stop": ([], c.c_int),
+        "cmb_torch_malloc": ([c.c_size_t, c.c_int, c.c_void_p], c.c_void_p),
+        "cmb_torch_free": ([c.c_void_p, c.c_size_t, c.c_int, c.c_void_p], None),
+        "cmb_cupy_malloc": ([c.c_void_p, c.c_size_t, c.c_int], c.c_void_p),
+        "cmb_cupy_free": ([c.c_void_p, c.c_void_p, c.c_int], None),
+    }
+    for name, (args, res) in table.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise PluggableError(f"{_lib_path}: no symbol {name}: not libcmb_pluggable, or too old") from None
+        fn.argtypes = args
+        fn.restype = res
+
+
+def _cudart_candidates(soname):
+    """Where a CUDA runtime may be when the framework linked its own statically
+    and the toolkit is not where the library was built: pip's nvidia-* packages,
+    $CUDA_HOME, /usr/local/cuda."""
+    import glob
+    import importlib.util
+    dirs = []
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        dirs += sorted(glob.glob(os.path.join(base, "*", "lib")))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            dirs += [os.path.join(os.environ[var], d) for d in ("lib64", "lib")]
+    dirs += ["/usr/local/cuda/lib64", "/usr/local/cuda/lib"]
+    return [os.path.join(d, soname) for d in dirs if os.path.exists(os.path.join(d, soname))]
+
+
+def _open(path, cdll, preload=None):
+    try:
+        return cdll(path)
+    except OSError as e:
+        import re
+        missing = re.search(r"(libcudart\.so\.\d+)", str(e))
+        if not missing:
+            raise
+        # The dynamic loader matches the library's DT_NEEDED against the
+        # SONAME of what is loaded: load a runtime first, then retry.
+        for candidate in _cudart_candidates(missing.group(1)):
+            try:
+                (preload or ctypes.CDLL)(candidate, mode=ctypes.RTLD_GLOBAL)
+                return cdll(path)
+            except OSError:
+                continue
+        raise
+
+
+def load(path=None, cdll=None):
+    """Loads (once) and checks the library; returns the ctypes handle.
+
+    cdll: a replacement for ctypes.CDLL (tests give a fake)."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    path = path or library_path()
+    try:
+        lib = _open(path, cdll or ctypes.CDLL)
+    except OSError as e:
+        raise PluggableError(f"cannot load {path}: {e} (build it with make build, or set "
+                             "CMB_PLUGGABLE_LIB)") from None
+    _lib_path = path
+    _declare(lib)
+    abi = lib.cmb_pluggable_abi_version()
+    size = lib.cmb_pluggable_memstats_size()
+    if abi != ABI_VERSION or size != ctypes.sizeof(MemStats):
+        raise PluggableError(f"{path}: ABI version {abi} (stats {size} B), this module speaks "
+                             f"{ABI_VERSION} ({ctypes.sizeof(MemStats)} B)")
+    _lib = lib
+    return lib
+
+
+def _error(lib):
+    msg = lib.cmb_pluggable_last_error()
+    return msg.decode(errors="replace") if msg else "unknown error"
+
+
+def _check(lib, rc):
+    if rc != 0:
+        raise PluggableError(_error(lib))
+
+
+def configure(spec, path=None):
+    """Chooses the policy for every device not yet used (the spec is checked now)."""
+    lib = load(path)
+    if not isinstance(spec, str) or not spec:
+        raise PluggableError("the allocator spec must be a non-empty string, e.g. 'bfc@cuda'")
+    _check(lib, lib.cmb_pluggable_configure(spec.encode()))
+    return lib
+
+
+def set_capacity(nbytes, path=None):
+    """Caps what each policy created later may hold (bytes; 0 = the device as it is)."""
+    lib = load(path)
+    if int(nbytes) < 0:
+        raise PluggableError("capacity must be >= 0")
+    _check(lib, lib.cmb_pluggable_set_capacity(int(nbytes)))
+
+
+def spec():
+    """The spec in use, '' before configure/install."""
+    return load().cmb_pluggable_spec().decode()
+
+
+def _import(name, why):
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise PluggableError(f"{why}: {e}") from None
+
+
+def _abandon_trace(trace):
+    if trace:
+        try:
+            trace_stop()
+        except PluggableError:
+            pass
+
+
+def _prepare(spec_text, capacity, trace, path):
+    lib = configure(spec_text, path)
+    if capacity is not None:
+        set_capacity(capacity)
+    if trace:
+        trace_start(trace)
+    return lib
+
+
+def install_torch(spec_text, capacity=None, trace=None, oom="null", path=None, torch_module=None):
+    """Makes PyTorch allocate CUDA memory through the policy `spec_text`.
+
+    Call it before the program's first CUDA allocation (PyTorch refuses to
+    swap an allocator that has allocated). capacity: a cap in bytes; trace:
+    record the traffic to this file (trace_stop() writes it, or exit does);
+    oom: "null" (cmb_torch_malloc returns NULL when out of memory) or
+    "raise" (it throws, and PyTorch raises RuntimeError). Returns PyTorch's
+    allocator object."""
+    global _current_device
+    if oom not in ("null", "raise"):
+        raise PluggableError(f"oom must be 'null' or 'raise', not {oom!r}")
+    torch = torch_module or _import("torch", "install_torch needs PyTorch")
+    lib = _prepare(spec_text, capacity, trace, path)
+    try:
+        _check(lib, lib.cmb_pluggable_set_torch_oom(1 if oom == "raise" else 0))
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(_lib_path, "cmb_torch_malloc", "cmb_torch_free")
+        try:
+            torch.cuda.memory.change_current_allocator(allocator)
+        except RuntimeError as e:
+            raise PluggableError(f"install_torch must run before the first CUDA allocation: {e}") from None
+    except BaseException:
+        _abandon_trace(trace)
+        raise
+    _current_device = torch.cuda.current_device
+    _keep.append(allocator)
+    return allocator
+
+
+def install_cupy(spec_text, capacity=None, trace=None, path=None, cupy_module=None):
+    """Makes CuPy allocate device memory through the policy `spec_text`.
+
+    Each allocation goes to CuPy's current stream (one CFunctionAllocator per
+    stream, the stream being its param); an allocation the policy cannot
+    serve raises cupy.cuda.memory.OutOfMemoryError, as CuPy's own pool does.
+    Returns the allocator function given to cupy.cuda.set_allocator."""
+    global _current_device
+    cupy = cupy_module or _import("cupy", "install_cupy needs CuPy")
+    lib = _prepare(spec_text, capacity, trace, path)
+    malloc_fn = ctypes.cast(lib.cmb_cupy_malloc, ctypes.c_void_p).value
+    free_fn = ctypes.cast(lib.cmb_cupy_free, ctypes.c_void_p).value
+    memory = cupy.cuda.memory
+    current_stream = cupy.cuda.get_current_stream
+    by_stream = {}
+
+    def malloc(size):
+        stream = current_stream().ptr
+        allocator = by_stream.get(stream)
+        if allocator is None:
+            allocator = by_stream[stream] = memory.CFunctionAllocator(stream, malloc_fn, free_fn, lib)
+        mem = allocator.malloc(size)
+        if size and not mem.ptr:
+            raise memory.OutOfMemoryError(size, -1)
+        return mem
+
+    cupy.cuda.set_allocator(malloc)
+    _current_device = cupy.cuda.runtime.getDevice
+    _keep.append(malloc)
+    return malloc
+
+
+def _device(device):
+    if device is not None:
+        return int(device)
+    return int(_current_device()) if _current_device else 0
+
+
+def stats(device=None):
+    """The device's counters as a dict (names of cmb_pluggable_memstats).
+
+    device: an ordinal; None is the framework's current device (0 before install)."""
+    lib = load()
+    out = MemStats()
+    out.struct_size = ctypes.sizeof(MemStats)
+    _check(lib, lib.cmb_pluggable_stats(_device(device), ctypes.byref(out)))
+    result = {name: getattr(out, name) for name in COUNTERS}
+    result.update(device=out.device, active=bool(out.active), valid=out.valid, allocator=spec())
+    return result
+
+
+def memory_stats(device=None):
+    """The same counters under the names torch.cuda.memory_stats() uses, where it has them."""
+    s = stats(device)
+    names = {
+        "requested_bytes.all.current": "requested_current", "requested_bytes.all.peak": "requested_peak",
+        "allocated_bytes.all.current": "allocated_current", "allocated_bytes.all.peak": "allocated_peak",
+        "reserved_bytes.all.current": "reserved_current", "reserved_bytes.all.peak": "reserved_peak",
+        "active.all.current": "blocks_current", "active.all.peak": "blocks_peak",
+        "segment.all.current": "segments_current", "num_alloc_retries": "oom_retries",
+        "num_ooms": "ooms", "num_device_alloc": "upstream_allocs", "num_device_free": "upstream_frees",
+    }
+    return {torch_name: s[ours] for torch_name, ours in names.items()}
+
+
+def reset_peaks(device=None):
+    """Peaks := current values on `device`, or on every device when None."""
+    lib = load()
+    _check(lib, lib.cmb_pluggable_reset_peaks(-1 if device is None else int(device)))
+
+
+def empty_cache(device=None):
+    """Returns the policy's cached memory to the GPU (every device when None)."""
+    lib = load()
+    _check(lib, lib.cmb_pluggable_empty_cache(-1 if device is None else int(device)))
+
+
+def trace_start(path):
+    """Records every later allocation and free in the suite's trace format
+    ("{device}" in the path: one file per device; else device N > 0 writes PATH.devN)."""
+    lib = load()
+    _check(lib, lib.cmb_pluggable_trace_start(os.fspath(path).encode()))
+
+
+def trace_stop():
+    """Writes the trace files into place."""
+    lib = load()
+    _check(lib, lib.cmb_pluggable_trace_stop())
