@@ -25,6 +25,7 @@
 #include "holder.h"
 #include "metered.h"
 #include "metrics.h"
+#include "schema.h"
 #include "verify.h"
 #include "timeline.h"
 #include "wire.h"
@@ -61,6 +62,7 @@ struct cmb_case {
     cmb_verify *verify;     /* fault-injection and soak runs (verify.h) */
     cmb_status fail_status;
     char fail_msg[480];
+    uint64_t oom_allocs;    /* cmb_case_set_oom: the workload did not fit */
     int keep_live;
     cmb_timeline *timeline; /* first repetition only, when the case records one */
     int timeline_done;
@@ -83,12 +85,19 @@ struct cmb_case {
 
 /* --- names ---------------------------------------------------------------------- */
 
-void cmb_case_spec_make_name(cmb_case_spec *cs)
+int cmb_case_spec_make_name(cmb_case_spec *cs, char *err, size_t errlen)
 {
-    char alloc[256], params[CMB_BENCH_NAME_MAX];
+    char alloc[sizeof cs->alloc.text + 16], params[CMB_MAX_PARAMS * (CMB_PARAM_VALUE_MAX + 64)];
     cmb_alloc_spec_label(&cs->alloc, alloc, sizeof alloc);
     cmb_param_set_format(&cs->params, ':', '/', params, sizeof params);
-    snprintf(cs->name, sizeof cs->name, "%s/%s%s%s", cs->scenario->name, alloc, params[0] ? "/" : "", params);
+    int n = snprintf(cs->name, sizeof cs->name, "%s/%s%s%s", cs->scenario->name, alloc, params[0] ? "/" : "",
+                     params);
+    if (n >= 0 && (size_t)n < sizeof cs->name)
+        return 0;
+    snprintf(err, errlen, "case name of %d bytes, at most %zu: %.60s...: shorten the allocator options or the "
+                          "parameter values (e.g. a trace's path)", n, sizeof cs->name - 1, cs->name);
+    cs->name[0] = '\0';
+    return -1;
 }
 
 cmb_upstream_kind cmb_case_upstream_kind(const cmb_case_spec *cs, const cmb_allocator_methods *m)
@@ -286,6 +295,11 @@ cmb_status cmb_case_fail(cmb_case *c, cmb_status status, const char *fmt, ...)
         c->fail_status = status == CMB_OK ? CMB_ERR_STATE : status;
     }
     return c->fail_status;
+}
+
+void cmb_case_set_oom(cmb_case *c, uint64_t n_failed)
+{
+    c->oom_allocs = n_failed;
 }
 
 void cmb_case_keep_live_blocks(cmb_case *c)
@@ -602,6 +616,7 @@ static void reset_repetition(cmb_case *c)
     c->notes[0] = '\0';
     c->fail_status = CMB_OK;
     c->fail_msg[0] = '\0';
+    c->oom_allocs = 0;
     c->keep_live = 0;
 }
 
@@ -694,6 +709,8 @@ static void collect_allocator_metrics(cmb_case *c)
     cmb_metered *mt = &c->mt;
     cmb_metered_stats(mt, &st);
 
+    if (c->oom_allocs)
+        put_counter(c, CMB_OOM_COUNTER, (double)c->oom_allocs);
     put_counter(c, "peak_requested_bytes", (double)mt->requested.peak);
     put_counter(c, "live_at_end_bytes", (double)mt->requested.current);
     if (st.valid & CMB_STAT_ALLOCATED)

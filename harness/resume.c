@@ -3,6 +3,7 @@
 #include "resume.h"
 
 #include "output.h"
+#include "schema.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -15,13 +16,9 @@
 #define ARGS_MAGIC "cumembench-run-args 1"
 #define MAX_ARGS 1024
 
-static const char CSV_HEADER[] =
-    "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n";
 static const char JSON_LIST[] = "\"benchmarks\": [";
 static const char JSON_CLOSING[] = "\n  ]\n}\n";
 
-/* CSV columns this file reads */
-enum { COL_RUN_ID = 0, COL_GPU = 1, COL_MODE = 2, COL_CASE = 3, COL_STATUS = 9, N_COLS = 13 };
 
 static int saved_argc;
 static char **saved_argv;
@@ -351,11 +348,11 @@ static void sort_names(cmb_resume *r)
 /* The case column of the line that starts at `line` (ends at '\n'). */
 static int case_of_line(const char *line, char *out, size_t outlen)
 {
-    char *f[N_COLS + 1];
+    char *f[CMB_N_COLS + 1];
     char *buf = strndup(line, strcspn(line, "\n"));
     int rc = -1;
-    if (buf && split_csv_line(buf, f, N_COLS + 1) == N_COLS) {
-        snprintf(out, outlen, "%s", f[COL_CASE]);
+    if (buf && split_csv_line(buf, f, CMB_N_COLS + 1) == CMB_N_COLS) {
+        snprintf(out, outlen, "%s", f[CMB_COL_CASE]);
         rc = 0;
     }
     free(buf);
@@ -367,7 +364,7 @@ static int case_of_line(const char *line, char *out, size_t outlen)
 static size_t drop_last_case(const char *text, size_t len)
 {
     char last[1024], cur[1024];
-    size_t header = sizeof CSV_HEADER - 1;
+    size_t header = cmb_csv_header_len;
     if (len <= header)
         return len;
     size_t start = len - 1;
@@ -397,8 +394,9 @@ static int read_csv(cmb_resume *r, const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
-    if (len < sizeof CSV_HEADER - 1 || memcmp(text, CSV_HEADER, sizeof CSV_HEADER - 1)) {
-        snprintf(err, errlen, "%s does not start with the suite's CSV header", path);
+    if (len < cmb_csv_header_len || memcmp(text, cmb_csv_header, cmb_csv_header_len)) {
+        snprintf(err, errlen, "%s does not start with this version's CSV header (harness/schema.def): a run "
+                              "of another version of the suite cannot be resumed", path);
         goto out_fail;
     }
     if (text[len - 1] != '\n') {
@@ -416,21 +414,21 @@ static int read_csv(cmb_resume *r, const char *dir, char *err, size_t errlen)
     char *save = NULL;
     strtok_r(text, "\n", &save); /* the header */
     for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *f[N_COLS + 1];
-        if (split_csv_line(line, f, N_COLS + 1) != N_COLS) {
-            snprintf(err, errlen, "%s: a line does not have %d fields: %.80s", path, N_COLS, line);
+        char *f[CMB_N_COLS + 1];
+        if (split_csv_line(line, f, CMB_N_COLS + 1) != CMB_N_COLS) {
+            snprintf(err, errlen, "%s: a line does not have %d fields: %.80s", path, CMB_N_COLS, line);
             goto out_fail;
         }
         if (!r->run_id[0]) {
-            snprintf(r->run_id, sizeof r->run_id, "%s", f[COL_RUN_ID]);
-            snprintf(r->gpu, sizeof r->gpu, "%s", f[COL_GPU]);
-            snprintf(r->mode, sizeof r->mode, "%s", f[COL_MODE]);
+            snprintf(r->run_id, sizeof r->run_id, "%s", f[CMB_COL_RUN_ID]);
+            snprintf(r->gpu, sizeof r->gpu, "%s", f[CMB_COL_GPU]);
+            snprintf(r->mode, sizeof r->mode, "%s", f[CMB_COL_MODE]);
         }
-        if ((!r->n_done || strcmp(r->done[r->n_done - 1], f[COL_CASE])) && add_name(r, &cap, f[COL_CASE]))
+        if ((!r->n_done || strcmp(r->done[r->n_done - 1], f[CMB_COL_CASE])) && add_name(r, &cap, f[CMB_COL_CASE]))
             goto out_nomem;
-        if (!strcmp(f[COL_STATUS], "failed") &&
-            (!failed.n_done || strcmp(failed.done[failed.n_done - 1], f[COL_CASE])) &&
-            add_name(&failed, &fcap, f[COL_CASE]))
+        if (!strcmp(f[CMB_COL_STATUS], CMB_STATUS_FAILED) &&
+            (!failed.n_done || strcmp(failed.done[failed.n_done - 1], f[CMB_COL_CASE])) &&
+            add_name(&failed, &fcap, f[CMB_COL_CASE]))
             goto out_nomem;
     }
     sort_names(r);

@@ -10,11 +10,14 @@ import gzip
 import json
 import os
 import statistics
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-CSV_COLUMNS = ["run_id", "gpu", "mode", "case", "scenario", "allocator", "upstream", "params", "repetition",
-               "status", "metric", "value", "error"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import cmb_schema  # noqa: E402  (harness/schema.def, the columns of results.csv)
+
+CSV_COLUMNS = cmb_schema.FIRST_COLUMNS  # every results.csv has these; newer runs append more
 TIMELINE_COLUMNS = ["op", "kind", "requested_bytes", "reserved_bytes"]
 
 
@@ -128,7 +131,7 @@ def _read_csv(path):
         if missing:
             raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; a cumembench results.csv has "
                               f"{','.join(CSV_COLUMNS)}")
-        idx = {c: header.index(c) for c in CSV_COLUMNS}
+        idx = {c: i for i, c in enumerate(header)}
         for lineno, row in enumerate(reader, start=2):
             if not row:
                 continue
@@ -140,7 +143,8 @@ def _read_csv(path):
 def _add_row(cases, path, lineno, row):
     c = cases.get(row["case"])
     if c is None:
-        c = cases[row["case"]] = Case(row["case"], row["scenario"], row["allocator"], row["upstream"], row["params"])
+        c = cases[row["case"]] = Case(row["case"], row["scenario"], cmb_schema.label(row), row["upstream"],
+                                      row["params"])
     status, rep = row["status"], row["repetition"]
     if status == "skipped":
         c.skipped = row["error"]
