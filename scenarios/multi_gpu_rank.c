@@ -101,8 +101,10 @@ int cmb_mgpu_job_parse(const char *line, cmb_mgpu_job *j, char *err, size_t errl
     buf[strcspn(buf, "\n")] = '\0';
     for (char *f = strtok_r(buf, "\t", &save); f; f = strtok_r(NULL, "\t", &save)) {
         char *eq = strchr(f, '=');
-        if (!eq || (*eq = '\0', job_field(j, f, eq + 1))) {
-            snprintf(err, errlen, "bad job field '%s'", f);
+        if (eq)
+            *eq = '\0';
+        if (!eq || job_field(j, f, eq + 1)) {
+            snprintf(err, errlen, "bad job field '%s%s%s'", f, eq ? "=" : "", eq ? eq + 1 : "");
             return -1;
         }
     }
@@ -295,7 +297,7 @@ static void *mempool_of(void *p)
     void *pool = NULL;
     if (!tried) {
         tried = 1;
-        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", (void **)&get, 4000, cudaEnableDefault, &q) !=
+        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", (void **)&get, 12000, cudaEnableDefault, &q) !=
                 cudaSuccess ||
             q != cudaDriverEntryPointSuccess)
             get = NULL;
@@ -701,8 +703,10 @@ static void step_exit(rank *rk)
     if (rk->main.state && !rk->broken) {
         if (rk->peer_block)
             rk->m->deallocate(rk->main.state, rk->peer_block, rk->job.size, rk->own);
-        while (rk->n_blocks--)
+        while (rk->n_blocks) {
+            rk->n_blocks--;
             rk->m->deallocate(rk->main.state, rk->blocks[rk->n_blocks], rk->block, rk->own);
+        }
         if (rk->job.gpu)
             cudaDeviceSynchronize();
     }
