@@ -114,6 +114,7 @@ double cmb_case_clock(const cmb_case *c)
     return cmb_now_s() - (c->in && c->in->have_mt ? (double)c->in->mt.overhead_ns * 1e-9 : 0.0);
 }
 const char *cmb_case_allocator_name(const cmb_case *c) { return c->spec->alloc.name; }
+const char *cmb_case_allocator_spec(const cmb_case *c) { return c->spec->alloc.text; }
 
 static const char *param_or_die(const cmb_case *c, const char *name)
 {
@@ -690,8 +691,10 @@ static void run_one_repetition(cmb_case *c)
         c->time_s = wall;
     if (c->fail_status == CMB_OK) {
         check_poison(c);
-        collect_op_metrics(c, c->time_s);
-        collect_allocator_metrics(c);
+        if (!(c->spec->scenario->flags & CMB_SCN_OWN_PROCESSES)) {
+            collect_op_metrics(c, c->time_s);
+            collect_allocator_metrics(c);
+        }
         /* The traffic is the same in every repetition (one seed), so the
          * probe, a dozen allocations near the device's size, runs once. */
         if (!(c->spec->scenario->flags & CMB_SCN_NO_PROBE) && c->repetition == 0)

@@ -56,9 +56,13 @@ enum {
                                       iteration count; run() drives the loop with
                                       cmb_case_keep_running                       */
     CMB_SCN_NO_PROBE = 1u << 2,    /* skip the capacity probe after run()         */
-    CMB_SCN_TIMELINE = 1u << 3     /* record a memory timeline by default (the
+    CMB_SCN_TIMELINE = 1u << 3,    /* record a memory timeline by default (the
                                       first repetition's requested / reserved
                                       bytes over time, harness/timeline.h)        */
+    CMB_SCN_OWN_PROCESSES = 1u << 4 /* the traffic runs in processes the scenario
+                                      starts: the case's own instance stays idle,
+                                      so its operation and allocator counters are
+                                      left out (multi-gpu)                        */
 };
 
 typedef struct cmb_scenario {
@@ -90,6 +94,9 @@ int cmb_case_device(const cmb_case *c);
  * when the case started, or the --capacity cap if lower). */
 uint64_t cmb_case_capacity(const cmb_case *c);
 const char *cmb_case_allocator_name(const cmb_case *c);
+/* The allocator as given: NAME[:k=v...][@UPSTREAM] (for processes the
+ * scenario starts, which make instances of their own). */
+const char *cmb_case_allocator_spec(const cmb_case *c);
 
 /* Parameter values of this case (validated before run() is called). */
 uint64_t cmb_param_u64(const cmb_case *c, const char *name);
