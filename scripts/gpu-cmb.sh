@@ -93,6 +93,18 @@ out, mode = sys.argv[1], sys.argv[2]
 MiB = 1 << 20
 
 
+def label_of(r):
+    """name[:options][@upstream], whether the allocator column holds the spec as given
+    (cmb:page=8MiB@vmm) or the name alone with the options in their own column."""
+    name = r["allocator"]
+    if "@" in name and not name.startswith("external:"):
+        name = name.rpartition("@")[0]
+    opts = r.get("options") or ""
+    if opts and not name.endswith(":" + opts):
+        name += ":" + opts
+    return name + ("@" + r["upstream"] if r.get("upstream") else "")
+
+
 def load(name):
     """{(label, params-without-allocator): {metric: [values]}} and the labels in run order."""
     path = os.path.join(out, name, "results.csv")
@@ -100,8 +112,7 @@ def load(name):
     if not os.path.exists(path):
         return cells, labels, [f"{name}: no results.csv"]
     for r in csv.DictReader(open(path, newline="")):
-        label = r["allocator"] + (":" + r["options"] if r.get("options") else "")
-        label += "@" + r["upstream"] if r.get("upstream") else ""
+        label = label_of(r)
         if label not in labels:
             labels.append(label)
         if r["status"] not in ("ok", "oom"):
