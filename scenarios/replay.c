@@ -22,7 +22,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../traces/trace.h"
 #include "scenario.h"
 
