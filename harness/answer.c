@@ -466,8 +466,11 @@ static int best_text(const ans_score *s, size_t k, int higher, const char *what,
     }
     if (used >= len)
         return 1;
-    if (next)
-        snprintf(out + used, len - used, " (%s; next %s %.2fx)", what, next->label, score_of(next) / top);
+    double ratio = next && top > 0 ? score_of(next) / top : NAN;
+    if (next && isfinite(ratio))
+        snprintf(out + used, len - used, " (%s; next %s %.2fx)", what, next->label, ratio);
+    else if (next)
+        snprintf(out + used, len - used, " (%s; next %s)", what, next->label);
     else
         snprintf(out + used, len - used, " (%s)", what);
     return 1;
@@ -480,10 +483,15 @@ static void memory_line(const ans_run *run, const size_t *idx, size_t n, char *o
     const ans_case *c0 = &run->c[idx[0]];
     ans_score *s = calloc(n, sizeof *s);
     char what[96];
-    if (!strcmp(c0->mem_name, "peak_reserved_bytes"))
-        snprintf(what, sizeof what, "smallest peak reserved");
-    else
+    size_t len_name = strlen(c0->mem_name), tail = strlen("peak_reserved_bytes");
+    if (has_suffix(c0->mem_name, len_name, "peak_reserved_bytes")) { /* "smallest churn peak reserved" */
+        int used = snprintf(what, sizeof what, "smallest %.*s", (int)(len_name - tail), c0->mem_name);
+        for (char *p = what + strlen("smallest "); *p; p++)
+            *p = *p == '_' ? ' ' : *p;
+        snprintf(what + used, sizeof what - (size_t)used, "peak reserved");
+    } else {
         snprintf(what, sizeof what, "%s %s", c0->mem_higher ? "highest" : "lowest", c0->mem_name);
+    }
     size_t k = s ? scores(run, idx, n, ANS_MEMORY, c0->mem_higher, s) : 0;
     if (!best_text(s, k, c0->mem_higher, what, out, len))
         snprintf(out, len, "no allocator finished with %s to compare", c0->mem_name);

@@ -105,14 +105,37 @@ class DidNotFit(unittest.TestCase):
 
 class ServedLess(unittest.TestCase):
     def test_an_allocator_that_served_less_is_not_best_on_memory(self):
-        rows = case_rows("sim", "churn", "a", "n=1", {"peak_reserved_bytes": 100, "peak_requested_bytes": 90})
-        rows += case_rows("sim", "churn", "b", "n=1", {"peak_reserved_bytes": 50, "peak_requested_bytes": 40})
+        rows = case_rows("sim", "s", "a", "n=1", {"peak_reserved_bytes": 100, "peak_requested_bytes": 90})
+        rows += case_rows("sim", "s", "b", "n=1", {"peak_reserved_bytes": 50, "peak_requested_bytes": 40})
         with tempfile.TemporaryDirectory() as tmp:
             run = load_run(write_run(tmp, "r", OLD, rows))
-        rows = {r.allocator: r for r in A.ranking(run, "churn")}
+        self.assertTrue(A.answer(run, "s").memory.startswith("a "))
+        rows = {r.allocator: r for r in A.ranking(run, "s")}
         self.assertEqual(rows["a"].scores["peak_reserved_bytes"][1], 1)
         self.assertIsNone(rows["b"].scores["peak_reserved_bytes"])
         self.assertEqual(rows["b"].served_less, 1)
+
+
+class ScenarioCounters(unittest.TestCase):
+    def test_churn_ranked_on_its_own_phase_not_the_checkerboard(self):
+        # b holds less over the whole repetition (the checkerboard) but more in the churn itself
+        rows = case_rows("sim", "churn", "a", "n=1", {"peak_reserved_bytes": 900, "peak_requested_bytes": 800,
+                                                      "churn_peak_reserved_bytes": 100,
+                                                      "churn_peak_requested_bytes": 90, "churn_frag_ratio": 0.1})
+        rows += case_rows("sim", "churn", "b", "n=1", {"peak_reserved_bytes": 850, "peak_requested_bytes": 800,
+                                                       "churn_peak_reserved_bytes": 300,
+                                                       "churn_peak_requested_bytes": 90, "churn_frag_ratio": 0.7})
+        with tempfile.TemporaryDirectory() as tmp:
+            run = load_run(write_run(tmp, "r", OLD, rows))
+        self.assertEqual([r.allocator for r in A.ranking(run, "churn")], ["a", "b"])
+        self.assertEqual(A.answer(run, "churn").memory, "a (smallest churn peak reserved; next b 3.00x)")
+
+    def test_batch_sweep_best_is_the_largest_batch(self):
+        rows = case_rows("sim", "batch-sweep", "a", "n=1", {"max_batch": 64, "peak_reserved_bytes": 10})
+        rows += case_rows("sim", "batch-sweep", "b", "n=1", {"max_batch": 128, "peak_reserved_bytes": 90})
+        with tempfile.TemporaryDirectory() as tmp:
+            run = load_run(write_run(tmp, "r", OLD, rows))
+        self.assertEqual(A.answer(run, "batch-sweep").memory, "b (highest max_batch; next a 0.50x)")
 
 
 class ModeRanks(unittest.TestCase):

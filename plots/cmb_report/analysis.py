@@ -7,6 +7,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from . import headlines as H
 from . import metrics as M
 from .impl import TIME_LABEL as IMPL_TIME_LABEL
 
@@ -170,18 +171,36 @@ def _score(metric, values, bests):
     return sum(values) / len(values)
 
 
-def _served_less(cases):
+def columns(scenario):
+    """{ranked column: the counter behind it}: the scenario's own where its
+    headline names one (churn: the churn phase's peak and fragmentation, not
+    the checkerboard's)."""
+    h = H.of(scenario)
+    return {"time_s": "time_s",
+            "peak_reserved_bytes": h.memory if h.memory.endswith("peak_reserved_bytes") else "peak_reserved_bytes",
+            "frag_ratio": h.frag, "capacity_ratio": "capacity_ratio"}
+
+
+def requested_of(scenario, memory):
+    """The requested peak behind a memory counter, or "" when there is none."""
+    h = H.of(scenario)
+    return h.requested if memory == h.memory else "peak_requested_bytes" if memory.endswith("_bytes") else ""
+
+
+def _served_less(cases, requested="peak_requested_bytes"):
     """{(params, allocator)} of finished cases whose peak requested is more
     than SERVED_TOL below the highest of their parameter set: they served
     less (their allocations failed and the scenario went on), so their
     smaller peak is no merit."""
     top, out = {}, set()
+    if not requested:
+        return out
     for c in cases:
-        st = c.stat("peak_requested_bytes") if c.ran else None
+        st = c.stat(requested) if c.ran else None
         if st:
             top[c.params] = max(top.get(c.params, 0), st.median)
     for c in cases:
-        st = c.stat("peak_requested_bytes") if c.ran else None
+        st = c.stat(requested) if c.ran else None
         if st and st.median < (1 - SERVED_TOL) * top[c.params]:
             out.add((c.params, c.allocator))
     return out
@@ -204,9 +223,11 @@ def _rows(run, scenario, cases, allocs):
 
 
 def _metric_scores(run, scenario, cases, psets, allocs, m, short):
-    """{allocator: score} and the allocators competing for a rank on m."""
+    """{allocator: score} and the allocators competing for a rank on the
+    column m (its counter: columns())."""
     lower = M.metric(m).better != "higher"
     timed = m == "time_s" and run.mode != "sim"
+    counter = columns(scenario)[m]
     competing = {c.allocator for c in cases if not timed or c.impl == "real"}
     if not competing & {c.allocator for c in cases if c.ran}:
         competing = set()  # no real allocator timed: times shown, none ranked
@@ -215,7 +236,7 @@ def _metric_scores(run, scenario, cases, psets, allocs, m, short):
         c = find(run, scenario, p, a)
         if not c or not c.ran or (m in MEMORY_METRICS and (p, a) in short):
             return None
-        st = c.stat(m)
+        st = c.stat(counter)
         return st.median if st else None
 
     best = {}
@@ -245,7 +266,7 @@ def ranking(run, scenario, all_allocators=()):
     psets = _union(c.params for c in cases)
     allocs = _union([c.allocator for c in cases] + list(all_allocators))
     rows = _rows(run, scenario, cases, allocs)
-    short = _served_less(cases)
+    short = _served_less(cases, requested_of(scenario, columns(scenario)["peak_reserved_bytes"]))
     for p, a in short:
         rows[a].served_less += 1
     metrics = ranked_metrics(run.mode)
@@ -286,56 +307,112 @@ class Answer:
     failed: str = ""
 
 
-def _names(rows, metric):
-    top = [r for r in rows if r.scores.get(metric) and r.scores[metric][1] == 1]
-    return top
+def best(run, scenario, counter, higher=False, requested="", real_only=False):
+    """(the best allocators, the runner-up, its score / the best's) on one
+    counter: per allocator the geometric mean over the parameter sets of
+    value / the set's best value, over its cases that ran (not oom), did not
+    serve less than the others (on `requested`) and, with real_only, are
+    real allocators. As harness/answer.c computes it for the console."""
+    cases = run.cases_of(scenario)
+    short = _served_less(cases, requested)
+
+    def value(c):
+        if not c.ran or (c.params, c.allocator) in short or (real_only and c.impl != "real"):
+            return None
+        st = c.stat(counter)
+        return st.median if st else None
+
+    tops = {}
+    for c in cases:
+        v = value(c)
+        if v is not None:
+            tops[c.params] = v if c.params not in tops else max(tops[c.params], v) if higher else \
+                min(tops[c.params], v)
+    logs = OrderedDict()
+    for c in cases:
+        v = value(c)
+        if v is None:
+            continue
+        top = tops[c.params]
+        r = (1.0 if v == 0 else math.inf) if top == 0 else v / top
+        acc = logs.setdefault(c.allocator, [0.0, 0, False, False])
+        acc[0] += math.log(r) if 0 < r < math.inf else 0
+        acc[1] += 1
+        acc[2] |= r == 0
+        acc[3] |= r == math.inf
+    scores = OrderedDict((a, 0.0 if z else math.inf if i else math.exp(s_ / n)) for a, (s_, n, z, i) in logs.items())
+    if not scores:
+        return [], None, None
+
+    def better(x, y):
+        return x > y * (1 + TIE_TOL) if higher else x < y * (1 - TIE_TOL)
+
+    top = next(iter(scores.values()))
+    for v in scores.values():
+        top = v if better(v, top) else top
+    winners = [a for a, v in scores.items() if not better(top, v)]
+    rest = [(a, v) for a, v in scores.items() if better(top, v)]
+    nxt = None
+    for a, v in rest:
+        nxt = (a, v) if nxt is None or better(v, nxt[1]) else nxt
+    return winners, (nxt[0] if nxt else None), (nxt[1] / top if nxt and top > 0 else None)
 
 
-def _memory_answer(rows):
-    top = _names(rows, "peak_reserved_bytes")
-    if not top:
-        return "no allocator finished with a peak reserved to compare"
-    nxt = sorted((r for r in rows if r.scores.get("peak_reserved_bytes") and r.scores["peak_reserved_bytes"][1]
-                  and r.scores["peak_reserved_bytes"][1] > 1), key=lambda r: r.scores["peak_reserved_bytes"][0])
-    text = " = ".join(r.allocator for r in top) + " (smallest peak reserved"
-    if nxt:
-        text += f"; next {nxt[0].allocator} {nxt[0].scores['peak_reserved_bytes'][0]:.2f}x"
-    return text + ")"
+TIE_TOL = 1e-9
 
 
-def _time_answer(run, rows):
+def _best_text(found, what):
+    winners, nxt, ratio = found
+    if not winners:
+        return None
+    more = f"; next {nxt}" + (f" {ratio:.2f}x" if ratio is not None and math.isfinite(ratio) else "") if nxt else ""
+    return " = ".join(winners) + f" ({what}{more})"
+
+
+def memory_what(counter, higher):
+    if counter.endswith("peak_reserved_bytes"):
+        return "smallest " + counter[:-len("peak_reserved_bytes")].replace("_", " ") + "peak reserved"
+    return f"{'highest' if higher else 'lowest'} {counter}"
+
+
+def _memory_answer(run, scenario):
+    h = H.of(scenario)
+    text = _best_text(best(run, scenario, h.memory, h.memory_higher, h.requested), memory_what(h.memory,
+                                                                                                 h.memory_higher))
+    return text or f"no allocator finished with {h.memory} to compare"
+
+
+def _time_answer(run, scenario):
     if run.mode == "sim":
         return "not ranked: sim times are host bookkeeping only (a GPU run measures time)"
-    top = _names(rows, "time_s")
-    emul = [r for r in rows if r.scores.get("time_s") and r.scores["time_s"][1] is None]
-    if not top:
-        return "no real allocator was timed" + (f"; {len(emul)} emulations' times are {IMPL_TIME_LABEL}"
-                                                if emul else "")
-    nxt = sorted((r for r in rows if r.scores.get("time_s") and r.scores["time_s"][1]
-                  and r.scores["time_s"][1] > 1), key=lambda r: r.scores["time_s"][0])
-    text = " = ".join(r.allocator for r in top) + " (fastest real allocator"
-    if nxt:
-        text += f"; next {nxt[0].allocator} {nxt[0].scores['time_s'][0]:.2f}x"
-    text += ")"
-    if emul:
-        text += f"; emulations' and suite policies' times are {IMPL_TIME_LABEL}, not ranked"
+    text = _best_text(best(run, scenario, "time_s", real_only=True), "fastest real allocator") or \
+        "no real allocator was timed"
+    if any(c.ran and c.impl != "real" for c in run.cases_of(scenario)):
+        text += f"; emulations' times: {IMPL_TIME_LABEL}, not ranked"
     return text
+
+
+def _oom_item(case):
+    counts = sorted(int(w) for e in case.oom_reps.values() for w in (e or "").split() if w.isdigit())
+    if not counts:
+        return case.allocator
+    n = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+    return f"{case.allocator} ({n} allocations failed)"
 
 
 def answer(run, scenario):
     """Best for memory, best for time (real allocators on a GPU), what did
-    not fit, what failed."""
-    rows = ranking(run, scenario)
-    oom = [f"{r.allocator} ({r.oom_reason.replace('did not fit: ', '')})" for r in rows if r.oom]
-    failed = [r.allocator for r in rows if r.failed]
-    skipped = [r for r in rows if r.skipped == r.total and r.total]
-    not_fit = ", ".join(oom) if oom else "everything that ran fit"
-    ans = Answer(scenario, _memory_answer(rows), _time_answer(run, rows), not_fit)
+    not fit, what failed: the lines harness/answer.c prints at the end of a
+    run, computed the same way."""
+    cases = run.cases_of(scenario)
+    if all(c.status == "skipped" for c in cases):
+        return Answer(scenario, "", "", "not run: " + _group_reasons(cases))
+    oom = [_oom_item(c) for c in cases if c.status == "oom"]
+    ans = Answer(scenario, _memory_answer(run, scenario), _time_answer(run, scenario),
+                 ", ".join(oom) if oom else "everything that ran fit")
+    failed = [c.allocator for c in cases if c.status == "failed"]
     if failed:
-        ans.failed = "failed: " + ", ".join(failed)
-    if skipped and len(skipped) == len(rows):
-        ans.memory = ans.time = ""
-        ans.not_fit = "nothing ran: " + _group_reasons(run.cases_of(scenario))
+        ans.failed = ", ".join(failed)
     return ans
 
 
