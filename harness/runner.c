@@ -15,6 +15,7 @@
 
 #include "../allocators/external.h"
 #include "../common/cmb_units.h"
+#include "answer.h"
 #include "case.h"
 #include "clock.h"
 #include "devcheck.h"
@@ -325,14 +326,6 @@ static const cmb_bench_run *summary_run(const cmb_bench_run *runs, size_t n)
     return first_ok;
 }
 
-static double counter_of(const cmb_bench_run *r, const char *name)
-{
-    for (size_t i = 0; i < r->n_counters; i++)
-        if (!strcmp(r->counters[i].name, name))
-            return r->counters[i].value;
-    return NAN;
-}
-
 /* The most allocations that did not fit in one repetition (0: it fit). */
 static double oom_count(const cmb_bench_run *runs, size_t n)
 {
@@ -344,11 +337,11 @@ static double oom_count(const cmb_bench_run *runs, size_t n)
     return most;
 }
 
-static void progress_line(const cmb_bench_run *runs, size_t n, char *out, size_t len)
+static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size_t n, char *out, size_t len)
 {
     const cmb_bench_run *r = summary_run(runs, n);
     size_t failed = 0, reps = 0;
-    char sz[32], status[96] = "ok";
+    char status[96];
     for (size_t i = 0; i < n; i++) {
         if (!runs[i].is_aggregate) {
             reps++;
@@ -359,26 +352,13 @@ static void progress_line(const cmb_bench_run *runs, size_t n, char *out, size_t
         snprintf(out, len, "FAILED: %s", n ? runs[0].error_message : "no results");
         return;
     }
-    if (failed)
-        snprintf(status, sizeof status, "partly failed");
-    else if (oom_count(runs, n) > 0)
-        cmb_oom_message(oom_count(runs, n), status, sizeof status);
     double t = r->real_accumulated_time / (r->iterations > 0 ? (double)r->iterations : 1.0);
-    const char *unit = t < 1e-6 ? "ns" : t < 1e-3 ? "us" : t < 1.0 ? "ms" : "s";
-    double scaled = t < 1e-6 ? t * 1e9 : t < 1e-3 ? t * 1e6 : t < 1.0 ? t * 1e3 : t;
-    int used = snprintf(out, len, "%s time %.3g %s", status, scaled, unit);
-    double v = counter_of(r, "alloc_p50_ns");
-    if (!isnan(v))
-        used += snprintf(out + used, len - (size_t)used, "  alloc p50 %.0f ns", v);
-    v = counter_of(r, "peak_reserved_bytes");
-    if (!isnan(v))
-        used += snprintf(out + used, len - (size_t)used, "  reserved %s", cmb_format_size((uint64_t)v, sz, sizeof sz));
-    v = counter_of(r, "frag_ratio");
-    if (!isnan(v))
-        used += snprintf(out + used, len - (size_t)used, "  frag %.3f", v);
-    v = counter_of(r, "capacity_ratio");
-    if (!isnan(v))
-        used += snprintf(out + used, len - (size_t)used, "  capacity %.3f", v);
+    snprintf(status, sizeof status, "%s", failed ? "partly failed" : cmb_answer_ok_word(s));
+    if (!failed && oom_count(runs, n) > 0)
+        cmb_oom_message(oom_count(runs, n), status, sizeof status);
+    int used = snprintf(out, len, "%s  ", status);
+    cmb_answer_items(s, r, t, out + used, len - (size_t)used); /* the scenario's answer first */
+    used = (int)strlen(out);
     if (failed)
         snprintf(out + used, len - (size_t)used, "  (%zu of %zu repetitions failed)", failed, reps);
 }
@@ -474,7 +454,7 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
         goto out;
     }
     rc = cmb_output_case(out, &row, reader->runs, reader->n, err, errlen);
-    progress_line(reader->runs, reader->n, line, line_len);
+    progress_line(pc->spec.scenario, reader->runs, reader->n, line, line_len);
     snprintf(line + strlen(line), line_len - strlen(line), "  (%.1f s)", case_s);
     char note[320];
     if (cmb_devcheck_note(dc, note, sizeof note))
@@ -677,6 +657,8 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
             tot.failed, tot.skipped, cmb_now_s() - t0, dir);
     if (mode == CMB_MODE_SIM && !cli->quiet)
         fprintf(stderr, "cumembench: sim mode: times are host-side bookkeeping only; GPU timings need a GPU\n");
+    if (!cli->quiet || !(tot.ok + tot.failed)) /* the answers, or why nothing ran */
+        rc = cmb_answer_table(dir, stderr) > 0 && !rc ? 1 : rc;
     if (dc.n_dirty || dc.n_unreturned)
         fprintf(stderr, "cumembench: device check: %zu cases did not return device memory, %zu ran on a dirty "
                         "device (counters device_unreturned_bytes, device_dirty_bytes)\n", dc.n_unreturned,
