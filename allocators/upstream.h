@@ -73,6 +73,22 @@ uint64_t cmb_upstream_misuse_count(const cmb_upstream *u);
 int cmb_upstream_contains(const cmb_upstream *u, const void *ptr, size_t size);
 const char *cmb_upstream_last_misuse(const cmb_upstream *u);
 
+/* --- several simulated devices (upstream_sim.c) ------------------------------- */
+
+/* A sim stream of simulated device `device` (0..255); `index` tells apart
+ * the streams of one device. The case's own sim streams (small integers)
+ * carry no device. */
+#define CMB_SIM_STREAM_TAG ((uintptr_t)1 << 40)
+static inline cmb_stream cmb_sim_stream(int device, int index)
+{
+    return (cmb_stream)(CMB_SIM_STREAM_TAG | (uintptr_t)(device & 0xff) << 16 | ((uintptr_t)(index & 0x7fff) + 1));
+}
+/* The device of a stream made by cmb_sim_stream, or -1. */
+int cmb_sim_stream_device(cmb_stream s);
+/* The process's current simulated device, as cudaSetDevice sets the real
+ * one: sim events are made on it. -1 (the default): none, nothing checked. */
+void cmb_sim_set_device(int device);
+
 /* --- backends (upstream_sim.c, upstream_cuda.c, upstream_vmm.c) ---------- */
 
 typedef struct _cmb_backend {

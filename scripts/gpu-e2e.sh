@@ -50,11 +50,15 @@ rm -rf "$work"
 mkdir -p "$work/runs" "$work/traces" "$work/logs" "$work/replay" || exit 2
 status=0
 
-# The policies the transformer runs under (cmb too, when the registry has
-# it), then, after the out-of-memory probes, the extra ones; CuPy's.
-TORCH_POLICIES=${CMB_E2E_TORCH_POLICIES:-"torch-caching@cuda torch-expandable@vmm rmm-pool@cuda arena@cuda
-binning@cuda bfc@cuda cupy@cuda buddy@cuda"}
-"$bin" --list 2>/dev/null | grep -qE '^  cmb +' && TORCH_POLICIES="$TORCH_POLICIES cmb@vmm"
+# The policies the transformer runs under (by default cmb too, when the
+# registry has it), then, after the out-of-memory probes, the extra ones; CuPy's.
+if [ -n "${CMB_E2E_TORCH_POLICIES:-}" ]; then
+    TORCH_POLICIES=$CMB_E2E_TORCH_POLICIES
+else
+    TORCH_POLICIES="torch-caching@cuda torch-expandable@vmm rmm-pool@cuda arena@cuda
+binning@cuda bfc@cuda cupy@cuda buddy@cuda"
+    "$bin" --list 2>/dev/null | grep -qE '^  cmb +' && TORCH_POLICIES="$TORCH_POLICIES cmb@vmm"
+fi
 TORCH_EXTRA=${CMB_E2E_TORCH_EXTRA:-"torch-caching:max_split_size_mb=128@cuda rmm-pool@vmm cuda@cuda"}
 CUPY_POLICIES=${CMB_E2E_CUPY_POLICIES:-"cupy@cuda rmm-pool@cuda bfc@cuda torch-caching@cuda"}
 OOM_POLICY=${CMB_E2E_OOM_POLICY:-bfc@cuda}
