@@ -175,21 +175,25 @@ static int read_answer(mgpu *g, proc *p, double timeout_s)
     }
 }
 
-static void reap(proc *p, double timeout_s)
+/* Waits for the rank to end (kills it after timeout_s); its wait status,
+ * or -1 when it had to be killed or was already reaped. */
+static int reap(proc *p, double timeout_s)
 {
-    int status;
+    int status = -1;
     double t0 = cmb_now_s();
     if (!p->pid)
-        return;
+        return -1;
     while (waitpid(p->pid, &status, WNOHANG) == 0) {
         if (cmb_now_s() - t0 > timeout_s) {
             kill(p->pid, SIGKILL);
             waitpid(p->pid, &status, 0);
+            status = -1;
             break;
         }
         usleep(2000);
     }
     p->pid = 0;
+    return status;
 }
 
 static void kill_all(mgpu *g)
@@ -506,7 +510,9 @@ static void end_ranks(mgpu *g)
             take_fields(g, r, g->line + 7);
         else if (!gone)
             cmb_case_note(g->c, "rank %d did not end cleanly", r);
-        reap(p, EXIT_TIMEOUT_S);
+        int status = reap(p, EXIT_TIMEOUT_S);
+        if (!gone && status != 0)
+            cmb_case_note(g->c, "rank %d: %s", r, status < 0 ? "killed after 30 s" : "a non-zero exit status");
         close(p->from);
         p->from = -1;
         memset(p->take, 0, sizeof p->take); /* sim: its devices are gone with it */
