@@ -249,6 +249,8 @@ static cmb_status choose_devices(mgpu *g)
         cmb_case_note(g->c, "%d GPU(s) visible, %d asked: %s", count, asked,
                       count < 2 ? "the mistakes, the cross-device free and peer access need two, skipped" : "");
     }
+    if (g->n < 1)
+        return cmb_case_fail(g->c, CMB_ERR_CUDA, "no GPU visible to the case process");
     for (int d = 0; d < g->n; d++)
         if (cudaSetDevice(d) != cudaSuccess || cudaFree(0) != cudaSuccess)
             return _cmb_cuda(g->c, cudaGetLastError(), "a context on every device");
