@@ -96,18 +96,10 @@ typedef struct _cmb_backend {
     cmb_status (*open)(const cmb_upstream_config *cfg, void **state, size_t *granularity,
                        size_t *alignment, char *err, size_t errlen);
     void (*close)(void *state);
-    cmb_status (*alloc)(void *state, size_t size, cmb_stream s, void **ptr);
-    cmb_status (*free)(void *state, void *ptr, size_t size, cmb_stream s);
-    cmb_status (*va_reserve)(void *state, size_t size, void **va);
-    cmb_status (*va_release)(void *state, void *va, size_t size);
-    cmb_status (*map)(void *state, void *va, size_t size);
-    cmb_status (*unmap)(void *state, void *va, size_t size);
-    cmb_status (*event_record)(void *state, cmb_stream s, cmb_event *ev);
-    cmb_status (*event_query)(void *state, cmb_event ev);
-    cmb_status (*event_destroy)(void *state, cmb_event ev);
-    cmb_status (*stream_sync)(void *state, cmb_stream s);
-    cmb_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
-    cmb_status (*event_rerecord)(void *state, cmb_stream s, cmb_event ev);
+    /* the ops of CMB_UPSTREAM_OPS (cmb_upstream.h), on the backend's state */
+#define _CMB_BACKEND_FIELD(name, params, args, how) cmb_status (*name)(void *state, CMB_UNPAREN params);
+    CMB_UPSTREAM_OPS(_CMB_BACKEND_FIELD)
+#undef _CMB_BACKEND_FIELD
     uint64_t (*device_used)(void *state); /* NULL: use the held bytes */
     uint64_t (*device_peak)(void *state); /* NULL: use the held peak  */
 } _cmb_backend;
