@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../common/cmb_units.h"
+#include "answer.h"
 #include "case.h"
 #include "clock.h"
 #include "devcheck.h"
@@ -40,14 +41,6 @@ static const cmb_bench_run *summary_run(const cmb_bench_run *runs, size_t n)
     return first_ok;
 }
 
-static double counter_of(const cmb_bench_run *r, const char *name)
-{
-    for (size_t i = 0; i < r->n_counters; i++)
-        if (!strcmp(r->counters[i].name, name))
-            return r->counters[i].value;
-    return NAN;
-}
-
 /* The most allocations that did not fit in one repetition (0: it fit). */
 static double oom_count(const cmb_bench_run *runs, size_t n)
 {
@@ -59,31 +52,11 @@ static double oom_count(const cmb_bench_run *runs, size_t n)
     return most;
 }
 
-/* "  alloc p50 52 ns  reserved 1.5GiB  frag 0.123  capacity 0.950" */
-static size_t headline_counters(const cmb_bench_run *r, char *out, size_t len)
-{
-    char sz[32];
-    size_t used = 0;
-    double v = counter_of(r, "alloc_p50_ns");
-    if (!isnan(v))
-        used += (size_t)snprintf(out + used, len - used, "  alloc p50 %.0f ns", v);
-    v = counter_of(r, "peak_reserved_bytes");
-    if (!isnan(v) && used < len)
-        used += (size_t)snprintf(out + used, len - used, "  reserved %s", cmb_format_size((uint64_t)v, sz, sizeof sz));
-    v = counter_of(r, "frag_ratio");
-    if (!isnan(v) && used < len)
-        used += (size_t)snprintf(out + used, len - used, "  frag %.3f", v);
-    v = counter_of(r, "capacity_ratio");
-    if (!isnan(v) && used < len)
-        used += (size_t)snprintf(out + used, len - used, "  capacity %.3f", v);
-    return used < len ? used : len - 1;
-}
-
-static void progress_line(const cmb_bench_run *runs, size_t n, char *out, size_t len)
+static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size_t n, char *out, size_t len)
 {
     const cmb_bench_run *r = summary_run(runs, n);
     size_t failed = 0, reps = 0;
-    char status[96] = "ok";
+    char status[96];
     for (size_t i = 0; i < n; i++) {
         if (!runs[i].is_aggregate) {
             reps++;
@@ -94,18 +67,15 @@ static void progress_line(const cmb_bench_run *runs, size_t n, char *out, size_t
         snprintf(out, len, "FAILED: %s", n ? runs[0].error_message : "no results");
         return;
     }
-    if (failed)
-        snprintf(status, sizeof status, "partly failed");
-    else if (oom_count(runs, n) > 0)
+    snprintf(status, sizeof status, "%s", failed ? "partly failed" : cmb_answer_ok_word(s));
+    if (!failed && oom_count(runs, n) > 0)
         cmb_oom_message(oom_count(runs, n), status, sizeof status);
     double t = r->real_accumulated_time / (r->iterations > 0 ? (double)r->iterations : 1.0);
-    const char *unit = t < 1e-6 ? "ns" : t < 1e-3 ? "us" : t < 1.0 ? "ms" : "s";
-    double scaled = t < 1e-6 ? t * 1e9 : t < 1e-3 ? t * 1e6 : t < 1.0 ? t * 1e3 : t;
-    size_t used = (size_t)snprintf(out, len, "%s time %.3g %s", status, scaled, unit);
-    if (used < len)
-        used += headline_counters(r, out + used, len - used);
-    if (failed && used < len)
-        snprintf(out + used, len - used, "  (%zu of %zu repetitions failed)", failed, reps);
+    int used = snprintf(out, len, "%s  ", status);
+    cmb_answer_items(s, r, t, out + used, len - (size_t)used); /* the scenario's answer first */
+    used = (int)strlen(out);
+    if (failed)
+        snprintf(out + used, len - (size_t)used, "  (%zu of %zu repetitions failed)", failed, reps);
 }
 
 /* --- one case in a child ------------------------------------------------------------------------ */
@@ -197,13 +167,14 @@ static void failure_message(const cmb_child_result *res, const cmb_wire_reader *
 }
 
 /* A child that ran: its runs recorded, the case counted as it went. */
-static int record_runs(run_ctx *rc, const cmb_case_row *row, const cmb_wire_reader *reader, double case_s,
-                       char *line, size_t line_len, char *err, size_t errlen)
+static int record_runs(run_ctx *rc, const cmb_planned_case *pc, const cmb_case_row *row,
+                       const cmb_wire_reader *reader, double case_s, char *line, size_t line_len, char *err,
+                       size_t errlen)
 {
     char note[320];
     int any_error = 0;
     int st = cmb_output_case(rc->out, row, reader->runs, reader->n, err, errlen);
-    progress_line(reader->runs, reader->n, line, line_len);
+    progress_line(pc->spec.scenario, reader->runs, reader->n, line, line_len);
     snprintf(line + strlen(line), line_len - strlen(line), "  (%.1f s)", case_s);
     if (cmb_devcheck_note(rc->dc, note, sizeof note))
         snprintf(line + strlen(line), line_len - strlen(line), "  WARNING: %s", note);
@@ -250,7 +221,7 @@ static int run_case(run_ctx *rc, const cmb_planned_case *pc, char *line, size_t 
         snprintf(line, line_len, "FAILED: %s", msg);
         rc->tot.failed++;
     } else {
-        st = record_runs(rc, &row, reader, case_s, line, line_len, err, errlen);
+        st = record_runs(rc, pc, &row, reader, case_s, line, line_len, err, errlen);
     }
 out:
     cmb_wire_reader_free(reader);
@@ -379,7 +350,8 @@ static int run_cases(run_ctx *rc, const cmb_cli *cli, const cmb_plan *p, const c
     return 0;
 }
 
-static void summary(const run_ctx *rc, const cmb_cli *cli, cmb_mode mode, double seconds, const char *dir)
+/* The totals, then the answer table (or why nothing ran: then 1). */
+static int summary(const run_ctx *rc, const cmb_cli *cli, cmb_mode mode, double seconds, const char *dir)
 {
     char oom[48] = "";
     const run_totals *tot = &rc->tot;
@@ -393,6 +365,9 @@ static void summary(const run_ctx *rc, const cmb_cli *cli, cmb_mode mode, double
         fprintf(stderr, "cumembench: device check: %zu cases did not return device memory, %zu ran on a dirty "
                         "device (counters device_unreturned_bytes, device_dirty_bytes)\n", rc->dc->n_unreturned,
                 rc->dc->n_dirty);
+    if (!cli->quiet || !(tot->ok + tot->oom + tot->failed)) /* the answers, or why nothing ran */
+        return cmb_answer_table(dir, stderr) > 0;
+    return 0;
 }
 
 /* The environment, the mode and the plan: 0, or 2 (bad input). */
@@ -463,7 +438,8 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         status = status ? status : 1;
         goto out_free;
     }
-    summary(&rc, cli, mode, cmb_now_s() - t0, dir);
+    if (summary(&rc, cli, mode, cmb_now_s() - t0, dir) && !status)
+        status = 1;
 out_free:
     cmb_devcheck_stop(&dc);
     cmb_resume_free(&rs);

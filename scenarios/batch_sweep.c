@@ -610,6 +610,14 @@ static const cmb_param_spec batch_params[] = {
     {"time_batch", CMB_P_INT, "1024", "4096", 1, 1099511627776.0, NULL, "batch of the timed steps"},
 };
 
+/* The trials that did not fit are the search itself: the answer is the
+ * largest batch that did. */
+static const cmb_headline batch_headline = {
+    "searched", "+max_batch", "-", "max_batch_frag_ratio",
+    {"largest batch {max_batch}", "fails at {fail_batch}", "reserved at max {max_batch_peak_reserved_bytes}",
+     "frag at max {max_batch_frag_ratio}", "step {step_ms}", NULL},
+};
+
 const cmb_scenario cmb_scenario_batch_sweep = {
     .name = "batch-sweep",
     .question = "What is the largest batch that fits with each allocator, how fast is a training step, and how much "
@@ -619,4 +627,5 @@ const cmb_scenario cmb_scenario_batch_sweep = {
     .flags = CMB_SCN_NO_PROBE,
     .check = batch_check,
     .run = batch_run,
+    .headline = &batch_headline,
 };

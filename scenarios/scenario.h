@@ -65,6 +65,24 @@ enum {
                                       left out (multi-gpu)                        */
 };
 
+/* What a case's console line and the answer table lead with: the
+ * scenario's own answer, not the standard counters. Every field may be
+ * NULL (the defaults in brackets). harness/answer.c prints it;
+ * plots/cmb_report/headlines.py reads the same initializers for the report,
+ * so keep them positional. */
+typedef struct cmb_headline {
+    const char *ok_word;     /* a finished case's status word ("fits") [ok]                        */
+    const char *memory;      /* the counter "best for memory" compares, lower is better; a leading
+                                '+' means higher is better ("+max_batch") [peak_reserved_bytes]    */
+    const char *requested;   /* the requested peak behind `memory`: a case that served less than
+                                the others is not compared on memory [peak_requested_bytes; "-": none] */
+    const char *frag;        /* the fragmentation the report ranks [frag_ratio]                    */
+    const char *items[8];    /* the console line after the status word: text with {counter}
+                                placeholders ({time}: the case's time); an item whose counters the
+                                case did not report is left out. NULL-terminated [time, alloc p50,
+                                reserved, frag, capacity ratio]                                    */
+} cmb_headline;
+
 typedef struct cmb_scenario {
     const char *name;
     const char *question;           /* the user's question it answers          */
@@ -81,6 +99,7 @@ typedef struct cmb_scenario {
      * that it does not fit this device (return 1 and a reason: skipped). */
     int (*check)(const cmb_case *c, char *err, size_t errlen);
     cmb_status (*run)(cmb_case *c);
+    const cmb_headline *headline; /* NULL: the standard line */
 } cmb_scenario;
 
 /* --- calls available to run() ------------------------------------------------------ */

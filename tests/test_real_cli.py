@@ -155,7 +155,9 @@ class Skips(unittest.TestCase):
         shutil.rmtree(out, ignore_errors=True)
         p = run(["--mode", "sim", "--scenario", "fastpath", "--param", "size=512B", "--repetitions", "1",
                  "--allocator", "real:rmm-pool", "--out", out], binary=r.bin)
-        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.returncode, 1, p.stderr)  # nothing ran: the reason on screen, exit 1
+        self.assertIn("nothing ran", p.stderr)
+        self.assertIn("pip install librmm-cu13", p.stderr)
         (row,) = rows(out)
         self.assertEqual(row["status"], "skipped")
         self.assertIn("libcmb_real_rmm.so not built", row["error"])
