@@ -44,6 +44,11 @@
  * free block of each subtree, so address-ordered first fit is O(log n) and
  * picks the same block. A free searches the owning superblock by address
  * (floor) in O(log n). stats() is O(streams).
+ *
+ * The per-stream arenas live in the shared stream table of stream_ordered.h
+ * (its lookup and teardown only: an arena records no events and has no
+ * cross-stream search of stream_ordered_memory_resource, as in RMM, where
+ * arena_memory_resource derives from device_memory_resource directly).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +56,7 @@
 
 #include "cmb_allocator.h"
 #include "options.h"
+#include "stream_ordered.h"
 #include "../common/cmb_fittree.h"
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
@@ -108,7 +114,7 @@ typedef struct superblock {
 } superblock;
 
 typedef struct stream_arena {
-    cmb_stream stream;
+    cmb_so_list so; /* the stream (no event: arenas synchronise instead) */
     cmb_fittree supers;
 } stream_arena;
 
@@ -119,9 +125,7 @@ typedef struct arena_mr {
     uint64_t sb_min;    /* superblock::minimum_size */
     int use_size_classes;
     cmb_fittree global; /* the global arena's superblocks */
-    stream_arena **arenas;
-    size_t n_arenas, cap_arenas;
-    size_t last;
+    cmb_stream_ordered arenas; /* the stream arenas (stream_arena) */
     cmb_ftnode *spare_blocks; /* recycled records, linked through left */
     superblock *spare_supers;
     cmb_alloc_stats st;
@@ -349,30 +353,12 @@ static int global_deallocate(arena_mr *a, uint64_t ptr, uint64_t bytes, cmb_stat
 
 static stream_arena *arena_get(arena_mr *a, cmb_stream s)
 {
-    if (a->n_arenas && a->arenas[a->last]->stream == s)
-        return a->arenas[a->last];
-    for (size_t i = 0; i < a->n_arenas; i++) {
-        if (a->arenas[i]->stream == s) {
-            a->last = i;
-            return a->arenas[i];
-        }
-    }
-    if (a->n_arenas == a->cap_arenas) {
-        size_t cap = a->cap_arenas ? 2 * a->cap_arenas : 8;
-        stream_arena **v = realloc(a->arenas, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        a->arenas = v;
-        a->cap_arenas = cap;
-    }
-    stream_arena *ar = calloc(1, sizeof *ar);
-    if (!ar)
-        return NULL;
-    ar->stream = s;
-    cmb_ft_init(&ar->supers);
-    a->last = a->n_arenas;
-    a->arenas[a->n_arenas++] = ar;
-    return ar;
+    return (stream_arena *)cmb_so_list_of(&a->arenas, s);
+}
+
+static inline stream_arena *arena_at(const arena_mr *a, size_t i)
+{
+    return (stream_arena *)cmb_so_at(&a->arenas, i);
 }
 
 /* arena::allocate. */
@@ -421,10 +407,10 @@ static void arena_clean(arena_mr *a, stream_arena *ar)
 static void defragment(arena_mr *a)
 {
     cmb_up_stream_sync(a->up, NULL);
-    for (size_t i = 0; i < a->n_arenas; i++)
-        cmb_up_stream_sync(a->up, a->arenas[i]->stream);
-    for (size_t i = 0; i < a->n_arenas; i++)
-        arena_clean(a, a->arenas[i]);
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        cmb_up_stream_sync(a->up, arena_at(a, i)->so.stream);
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        arena_clean(a, arena_at(a, i));
 }
 
 /* --- out-of-memory dump (RMM writes it to rmm_arena_memory_dump.log) ---------------- */
@@ -451,6 +437,7 @@ static void note_oom(arena_mr *a, uint64_t bytes)
 /* --- the method table ------------------------------------------------------------------ */
 
 static cmb_status arena_destroy(void *state);
+static const cmb_so_hooks arena_table_hooks; /* below, beside arena_destroy */
 
 static cmb_status read_options(arena_mr *a, const cmb_config *cfg)
 {
@@ -495,6 +482,7 @@ static cmb_status arena_create(const cmb_config *cfg, cmb_upstream *up, void **s
         return CMB_ERR_HOST_NOMEM;
     a->up = up;
     cmb_ft_init(&a->global);
+    cmb_so_init(&a->arenas, up, &arena_table_hooks, a);
     cmb_status st = read_options(a, cfg);
     if (st != CMB_OK)
         goto out_free;
@@ -557,8 +545,8 @@ static cmb_status arena_alloc_method(void *state, size_t size, cmb_stream stream
 /* deallocate_from_other_arena: the block moved out of this stream's arena. */
 static int free_elsewhere(arena_mr *a, uint64_t ptr, uint64_t bytes, cmb_status *st)
 {
-    for (size_t i = 0; i < a->n_arenas; i++)
-        if (arena_deallocate_own(a, a->arenas[i], ptr, bytes, st))
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        if (arena_deallocate_own(a, arena_at(a, i), ptr, bytes, st))
             return 1;
     return global_deallocate(a, ptr, bytes, st);
 }
@@ -609,8 +597,8 @@ static cmb_status arena_stats(void *state, cmb_alloc_stats *out)
     out->reserved.peak = a->up->stats.held_peak;
     out->reserved.total = a->up->stats.held_total;
     out->largest_free = cmb_ft_max(&a->global);
-    for (size_t i = 0; i < a->n_arenas; i++) {
-        uint64_t m = cmb_ft_max(&a->arenas[i]->supers);
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++) {
+        uint64_t m = cmb_ft_max(&arena_at(a, i)->supers);
         if (m > out->largest_free)
             out->largest_free = m;
     }
@@ -635,15 +623,30 @@ static void free_super(cmb_ftnode *n, void *arg)
     free(s);
 }
 
+static void stream_arena_init(void *ctx, cmb_so_list *l)
+{
+    (void)ctx;
+    cmb_ft_init(&((stream_arena *)l)->supers);
+}
+
+static void stream_arena_fini(void *ctx, cmb_so_list *l)
+{
+    (void)ctx;
+    cmb_ft_clear(&((stream_arena *)l)->supers, free_super, NULL);
+}
+
+/* Only the stream table of the helper: no get_block hooks. */
+static const cmb_so_hooks arena_table_hooks = {
+    .list_size = sizeof(stream_arena),
+    .list_init = stream_arena_init,
+    .list_fini = stream_arena_fini,
+};
+
 static cmb_status arena_destroy(void *state)
 {
     arena_mr *a = state;
     cmb_status st = CMB_OK;
-    for (size_t i = 0; i < a->n_arenas; i++) {
-        cmb_ft_clear(&a->arenas[i]->supers, free_super, NULL);
-        free(a->arenas[i]);
-    }
-    free(a->arenas);
+    cmb_so_destroy(&a->arenas); /* each arena's superblocks: stream_arena_fini */
     cmb_ft_clear(&a->global, free_super, NULL);
     if (a->base)
         st = cmb_up_free(a->up, (void *)a->base, a->arena_size, NULL);

@@ -34,7 +34,9 @@
  *  - Budget, the unmapping policy: before mapping n pages, if the pages held
  *    would exceed (1 + slack) x the high-water mark of needed pages
  *    (including this request), cached pages elsewhere are unmapped first,
- *    smallest free blocks first so large cached runs survive. Physical
+ *    smallest free blocks first so large cached runs survive; a page whose
+ *    free may still be in use by queued work waits for its stream first
+ *    (below), so the choice never depends on how far the device lags. Physical
  *    memory thus moves from scattered free fragments to the place a new
  *    block needs it: GMLake's virtual memory stitching (Guo et al.,
  *    ASPLOS'24, arXiv:2401.08156; github.com/intelligent-machine-learning/glake)
@@ -63,18 +65,28 @@
  * anyone reuses it, so it is safe whether the program meant PyTorch's rule
  * (the free is ordered on the allocation stream) or cudaFreeAsync's (on the
  * freeing stream). Nothing is unmapped before its frees are ordered: the
- * budget takes only ordered pages and goes over budget rather than wait;
- * out of memory and trim() synchronize first. Sim events complete at once.
+ * budget synchronizes the streams of the pages it chose that are not
+ * (PyTorch synchronizes before cuMemUnmap too, ExpandableSegment::unmapHandles
+ * in c10/cuda/CUDACachingAllocator.cpp, v2.11); out of memory and trim()
+ * synchronize every stream. Sim events complete at once; on a GPU they
+ * mostly have not when a step's own frees are unmapped, and a budget that
+ * skipped those pages held 2% more than sim replay predicted (docs/cmb.md).
+ * With one stream, what cmb does is therefore the same whenever the device
+ * completes its work: sim replay predicts it exactly. With several, reuse
+ * by another stream still depends on when events complete, as PyTorch's.
  *
  * Bounds
  *  - peak reserved <= (1 + slack) x peak needed pages x page, except where
- *    the budget found no ordered cached page to unmap (a GPU with frees in
- *    flight). needed <= sum over live blocks of the pages each touches, at
+ *    the only cached pages border the hole a block grows into, or a stream
+ *    could not be synchronized (over_budget counts it). needed <= sum over live blocks of the pages each touches, at
  *    most ceil(size / page) + 1 per block, and shared boundary pages make it
  *    close to requested / page for packed blocks.
  *  - a fast-bin hit: O(1), one hash lookup on free; a tree hit: O(log n) and
  *    at most 64 skipped blocks of other streams; growth: O(holes) plus one
- *    upstream call per page mapped or unmapped, none on a cache hit.
+ *    upstream call per page mapped or unmapped, none on a cache hit, and a
+ *    stream synchronization per stream whose pages it unmaps before they
+ *    are known complete (71 over the 24 steps of the transformer sample
+ *    trace, where the shapes change every 3 steps; 8 in a pass replayed again).
  *  - host memory: one record per block and per hole, one byte per page of
  *    reserved virtual space.
  *
@@ -369,6 +381,14 @@ static inline int is_ordered(blk *b)
     return !b->owner;
 }
 
+/* The mark only moves forward: an event recorded before a synchronization
+ * may complete after it. */
+static inline void order_up_to(sstream *s, uint64_t seq)
+{
+    if (seq > s->ordered)
+        s->ordered = seq;
+}
+
 /* Advances each stream's ordered mark through its event: a completed event
  * orders the frees it covers; a stream with newer frees gets its event
  * (re-)recorded and queried once. Returns 1 when a mark moved. */
@@ -380,7 +400,7 @@ static int harvest(cmbx *a)
         if (s->last_free <= s->ordered)
             continue;
         if (s->ev_in_flight && cmb_up_event_query(a->up, s->ev) == CMB_OK) {
-            s->ordered = s->ev_seq;
+            order_up_to(s, s->ev_seq);
             s->ev_in_flight = 0;
             moved = 1;
         }
@@ -395,12 +415,26 @@ static int harvest(cmbx *a)
         s->ev_seq = a->seq;
         a->ctr.events++;
         if (cmb_up_event_query(a->up, s->ev) == CMB_OK) {
-            s->ordered = s->ev_seq;
+            order_up_to(s, s->ev_seq);
             s->ev_in_flight = 0;
             moved = 1;
         }
     }
     return moved;
+}
+
+/* Waits for stream s: every free made on it so far is ordered, and the
+ * event in flight, recorded before, has completed too. */
+static cmb_status sync_stream(cmbx *a, sstream *s)
+{
+    uint64_t covers = a->seq;
+    cmb_status st = cmb_up_stream_sync(a->up, s->handle);
+    a->ctr.syncs++;
+    if (st != CMB_OK)
+        return st;
+    order_up_to(s, covers);
+    s->ev_in_flight = 0;
+    return CMB_OK;
 }
 
 /* Synchronizes every stream with unordered frees (out of memory, trim, destroy). */
@@ -411,15 +445,24 @@ static cmb_status sync_streams(cmbx *a)
         sstream *s = a->streams[i];
         if (s->last_free <= s->ordered)
             continue;
-        uint64_t covers = a->seq;
-        cmb_status st = cmb_up_stream_sync(a->up, s->handle);
-        a->ctr.syncs++;
-        if (st == CMB_OK)
-            s->ordered = covers;
-        else if (first == CMB_OK)
+        cmb_status st = sync_stream(a, s);
+        if (st != CMB_OK && first == CMB_OK)
             first = st;
     }
     return first;
+}
+
+/* Orders free block b's frees by waiting for the streams they are not yet
+ * ordered on (the budget's unmapping: a page still in use by queued work
+ * must not go). 1 when b is ordered. */
+static int order_block(cmbx *a, blk *b)
+{
+    settle(b);
+    if (b->owner && sync_stream(a, b->owner) != CMB_OK)
+        return 0;
+    if (b->also && sync_stream(a, b->also) != CMB_OK)
+        return 0;
+    return is_ordered(b);
 }
 
 /* --- free blocks and holes -------------------------------------------------- */
@@ -846,9 +889,11 @@ static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, uint64_t *got)
     return st;
 }
 
-/* Unmaps up to `want` cached pages of ordered free blocks, smallest blocks
- * first, leaving alone the neighbours of hole `keep` (a placement about to
- * use them). Returns the pages unmapped. */
+/* Unmaps up to `want` cached pages of free blocks, smallest blocks first,
+ * leaving alone the neighbours of hole `keep` (a placement about to use
+ * them). The candidates are chosen without regard to order, then ordered by
+ * synchronizing where needed: the choice is the same however far the device
+ * lags. Returns the pages unmapped. */
 static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
 {
     uint64_t done = 0;
@@ -862,7 +907,7 @@ static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
              n = cmb_rb_next(n)) {
             blk *b = BLK(n);
             uint64_t in = inner_pages(a, b->ptr, blk_end(b));
-            if (!in || (keep && (b == keep->prev || b == keep->next)) || !is_ordered(b))
+            if (!in || (keep && (b == keep->prev || b == keep->next)))
                 continue;
             if (n_cand == cap) {
                 size_t c = cap ? cap * 2 : 64;
@@ -877,6 +922,8 @@ static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
         }
         for (size_t i = 0; i < n_cand && done < want; i++) {
             uint64_t got;
+            if (!order_block(a, cand[i]))
+                continue;
             cmb_status st = unmap_from(a, cand[i], want - done, &got);
             done += got;
             if (st != CMB_OK)

@@ -68,5 +68,8 @@ const char *cmb_allocator_sim_skip_reason(const cmb_allocator_methods *m)
 
 const char *cmb_allocator_impl(const cmb_allocator_entry *e)
 {
-    return e && e->emulates ? "emulation" : "real";
+    if (e && e->emulates)
+        return "emulation";
+    /* a policy over an upstream that imitates no library is the suite's own */
+    return e && (e->methods->flags & CMB_ALLOC_USES_UPSTREAM) ? "suite" : "real";
 }

@@ -34,7 +34,9 @@ const cmb_allocator_entry *cmb_allocator_find(const char *name);
 const char *cmb_allocator_sim_skip_reason(const cmb_allocator_methods *m);
 
 /* "emulation" when the entry imitates another library (emulates != NULL),
- * else "real"; external plug-ins (entry NULL) are "real". */
+ * "suite" for the suite's own policies over an upstream (buddy, cmb), else
+ * "real" (the CUDA driver's allocators, CUB); external plug-ins (entry
+ * NULL) are "real". */
 const char *cmb_allocator_impl(const cmb_allocator_entry *e);
 
 #ifdef __cplusplus

@@ -493,7 +493,12 @@ static void memory_line(const ans_run *run, const size_t *idx, size_t n, char *o
         snprintf(what, sizeof what, "%s %s", c0->mem_higher ? "highest" : "lowest", c0->mem_name);
     }
     size_t k = s ? scores(run, idx, n, ANS_MEMORY, c0->mem_higher, s) : 0;
-    if (!best_text(s, k, c0->mem_higher, what, out, len))
+    int oom = 0;
+    for (size_t i = 0; i < n; i++)
+        oom |= !strcmp(case_status(&run->c[idx[i]]), "oom");
+    if (!best_text(s, k, c0->mem_higher, what, out, len) && oom)
+        snprintf(out, len, "none: no allocator that ran fit");
+    else if (!k)
         snprintf(out, len, "no allocator finished with %s to compare", c0->mem_name);
     free(s);
 }

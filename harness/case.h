@@ -30,8 +30,10 @@ typedef struct cmb_case_spec {
     char name[CMB_BENCH_NAME_MAX];
 } cmb_case_spec;
 
-/* "scenario/allocator/k:v/..." */
-void cmb_case_spec_make_name(cmb_case_spec *cs);
+/* cs->name = "scenario/allocator/k:v/...". A name that does not fit is
+ * refused, never cut (--resume and the tools key on names): -1 with a
+ * one-line reason. */
+int cmb_case_spec_make_name(cmb_case_spec *cs, char *err, size_t errlen);
 
 /* Which upstream the case uses (explicit @UP, else sim in sim mode, vmm for
  * policies that need it, cuda otherwise). */

@@ -167,6 +167,8 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
             cli->probe_env = 1;
         } else if (!strcmp(a, "--probe-mem")) {
             cli->probe_mem = 1;
+        } else if (!strcmp(a, "--multi-gpu-rank")) {
+            cli->multi_gpu_rank = 1;
         } else if (matches(a, "--result-fd")) {
             VALUE("--result-fd");
             if (parse_int_range(v, "--result-fd", 0, 1023, &cli->result_fd, err, errlen))

@@ -33,6 +33,7 @@ typedef struct cmb_cli {
     int quiet;
     cmb_fault_spec fault;
     uint64_t hold_memory;  /* internal: be the contention scenario's holder  */
+    int multi_gpu_rank;    /* internal: be a rank of the multi-gpu scenario  */
     const char *record_trace; /* write the traffic of the (single) case */
     const char *resume;    /* continue the run in this directory            */
     int timeline;              /* -1 auto (scenarios that ask), 0 off, 1 on  */

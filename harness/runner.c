@@ -22,6 +22,7 @@
 #include "env.h"
 #include "output.h"
 #include "resume.h"
+#include "schema.h"
 #include "spawn.h"
 #include "timeline.h"
 #include "wire.h"
@@ -204,7 +205,7 @@ static int build_plan(const cmb_cli *cli, cmb_mode mode, uint64_t check_capacity
                 }
                 cmb_case_spec *cs = &pc->spec;
                 cs->scenario = scn[s];
-                cs->alloc = allocs[a];
+                cmb_alloc_spec_copy(&cs->alloc, &allocs[a]);
                 cs->params = sets[k];
                 cs->mode = mode;
                 cs->seed = cli->seed;
@@ -215,7 +216,10 @@ static int build_plan(const cmb_cli *cli, cmb_mode mode, uint64_t check_capacity
                 cs->fault = cli->fault;
                 if (cli->record_trace)
                     snprintf(cs->record_trace, sizeof cs->record_trace, "%s", cli->record_trace);
-                cmb_case_spec_make_name(cs);
+                if (cmb_case_spec_make_name(cs, err, errlen)) {
+                    free(sets);
+                    return -1;
+                }
                 pc->methods = methods[a];
                 const char *why = skip_reason(cs, methods[a]);
                 int chk = why ? 1 : cmb_case_check(cs, check_capacity, pc->reason, sizeof pc->reason);
@@ -322,10 +326,22 @@ static const cmb_bench_run *summary_run(const cmb_bench_run *runs, size_t n)
     return first_ok;
 }
 
+/* The most allocations that did not fit in one repetition (0: it fit). */
+static double oom_count(const cmb_bench_run *runs, size_t n)
+{
+    double most = 0;
+    for (size_t i = 0; i < n; i++) {
+        double k = runs[i].is_aggregate || runs[i].error_occurred ? 0 : cmb_output_oom_count(&runs[i]);
+        most = k > most ? k : most;
+    }
+    return most;
+}
+
 static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size_t n, char *out, size_t len)
 {
     const cmb_bench_run *r = summary_run(runs, n);
     size_t failed = 0, reps = 0;
+    char status[96];
     for (size_t i = 0; i < n; i++) {
         if (!runs[i].is_aggregate) {
             reps++;
@@ -336,8 +352,11 @@ static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size
         snprintf(out, len, "FAILED: %s", n ? runs[0].error_message : "no results");
         return;
     }
+    snprintf(status, sizeof status, "%s", failed ? "partly failed" : cmb_answer_ok_word(s));
+    if (!failed && oom_count(runs, n) > 0)
+        cmb_oom_message(oom_count(runs, n), status, sizeof status);
     double t = r->real_accumulated_time / (r->iterations > 0 ? (double)r->iterations : 1.0);
-    int used = snprintf(out, len, "%s  ", failed ? "partly failed" : cmb_answer_ok_word(s));
+    int used = snprintf(out, len, "%s  ", status);
     cmb_answer_items(s, r, t, out + used, len - (size_t)used); /* the scenario's answer first */
     used = (int)strlen(out);
     if (failed)
@@ -347,20 +366,28 @@ static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size
 /* --- the run --------------------------------------------------------------------------------------- */
 
 typedef struct run_totals {
-    size_t ok, failed, skipped;
+    size_t ok, oom, failed, skipped;
 } run_totals;
 
-static void case_row(const planned_case *pc, cmb_case_row *row, char *params, size_t plen, char *alloc, size_t alen)
+/* What the CSV rows of a case say about it (harness/schema.def). */
+typedef struct row_text {
+    char params[1024];
+    char options[1024];
+} row_text;
+
+static void case_row(const planned_case *pc, cmb_case_row *row, row_text *t)
 {
-    cmb_param_set_format(&pc->spec.params, '=', ';', params, plen);
-    cmb_alloc_spec_label(&pc->spec.alloc, alloc, alen);
+    cmb_param_set_format(&pc->spec.params, '=', ';', t->params, sizeof t->params);
+    cmb_alloc_spec_user_options(&pc->spec.alloc, t->options, sizeof t->options);
     row->name = pc->spec.name;
     row->scenario = pc->spec.scenario->name;
-    row->allocator = alloc;
+    row->allocator = pc->spec.alloc.name;
+    row->options = t->options;
+    row->impl = cmb_alloc_spec_impl(&pc->spec.alloc);
     row->upstream = (pc->methods->flags & CMB_ALLOC_USES_UPSTREAM)
                         ? cmb_upstream_kind_name(cmb_case_upstream_kind(&pc->spec, pc->methods))
                         : "none";
-    row->params = params;
+    row->params = t->params;
 }
 
 static int run_case(const planned_case *pc, const char *self, double timeout_s, cmb_output *out,
@@ -369,7 +396,8 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
     child_args *a = malloc(sizeof *a);
     cmb_wire_reader *reader = malloc(sizeof *reader);
     cmb_child_result res;
-    char params[1024], alloc[256], why[256];
+    char why[256];
+    row_text text;
     cmb_case_row row;
     int rc = 0;
     if (!a || !reader) {
@@ -378,7 +406,7 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
         snprintf(err, errlen, "host out of memory");
         return -1;
     }
-    case_row(pc, &row, params, sizeof params, alloc, sizeof alloc);
+    case_row(pc, &row, &text);
     child_argv(a, self, &pc->spec);
     cmb_wire_reader_init(reader);
     fprintf(out->log, "=== %s\n", pc->spec.name);
@@ -436,6 +464,8 @@ static int run_case(const planned_case *pc, const char *self, double timeout_s, 
         any_error |= reader->runs[i].error_occurred;
     if (any_error)
         tot->failed++;
+    else if (oom_count(reader->runs, reader->n) > 0)
+        tot->oom++; /* ran; its workload did not fit: an answer, not a failure */
     else
         tot->ok++;
 out:
@@ -583,12 +613,13 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     rc = 0;
     for (size_t i = 0; i < p.n && !cmb_interrupted; i++) {
         planned_case *pc = &p.cases[i];
-        char params[1024], alloc[256], line[1024];
+        char line[1024];
+        row_text text;
         cmb_case_row row;
         if (cmb_resume_is_done(&rs, pc->spec.name))
             continue; /* finished before the run was interrupted */
         if (pc->skip) {
-            case_row(pc, &row, params, sizeof params, alloc, sizeof alloc);
+            case_row(pc, &row, &text);
             if (cmb_output_case_status(&out, &row, "skipped", pc->reason, err, sizeof err))
                 goto out_write_error;
             tot.skipped++;
@@ -609,7 +640,7 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     }
     if (cmb_interrupted) {
         fprintf(stderr, "\ncumembench: interrupted; %zu finished cases are kept in %s (continue with: cumembench "
-                        "--resume %s)\n", tot.ok + tot.failed, dir, dir);
+                        "--resume %s)\n", tot.ok + tot.oom + tot.failed, dir, dir);
         rc = 130;
     } else if (tot.failed || rs.n_failed) {
         rc = 1;
@@ -619,11 +650,14 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
         rc = rc ? rc : 1;
         goto out_free;
     }
-    fprintf(stderr, "cumembench: %zu ok, %zu failed, %zu skipped in %.1f s; results in %s\n", tot.ok, tot.failed,
-            tot.skipped, cmb_now_s() - t0, dir);
+    char oom[48] = "";
+    if (tot.oom)
+        snprintf(oom, sizeof oom, ", %zu did not fit", tot.oom);
+    fprintf(stderr, "cumembench: %zu ok%s, %zu failed, %zu skipped in %.1f s; results in %s\n", tot.ok, oom,
+            tot.failed, tot.skipped, cmb_now_s() - t0, dir);
     if (mode == CMB_MODE_SIM && !cli->quiet)
         fprintf(stderr, "cumembench: sim mode: times are host-side bookkeeping only; GPU timings need a GPU\n");
-    if (!cli->quiet || !(tot.ok + tot.failed)) /* the answers, or why nothing ran */
+    if (!cli->quiet || !(tot.ok + tot.oom + tot.failed)) /* the answers, or why nothing ran */
         rc = cmb_answer_table(dir, stderr) > 0 && !rc ? 1 : rc;
     if (dc.n_dirty || dc.n_unreturned)
         fprintf(stderr, "cumembench: device check: %zu cases did not return device memory, %zu ran on a dirty "
@@ -682,7 +716,10 @@ int cmb_run_child(const cmb_cli *cli)
         snprintf(cs->record_trace, sizeof cs->record_trace, "%s", cli->record_trace);
     cs->timeline_dir = cli->timeline_dir;
     cs->timeline_points = cli->timeline_points;
-    cmb_case_spec_make_name(cs);
+    if (cmb_case_spec_make_name(cs, err, sizeof err)) {
+        fprintf(stderr, "cumembench: %s\n", err);
+        goto out;
+    }
     rc = cmb_case_run_child(cs, cli->result_fd >= 0 ? cli->result_fd : 1);
 out:
     free(sets);

@@ -56,9 +56,13 @@ enum {
                                       iteration count; run() drives the loop with
                                       cmb_case_keep_running                       */
     CMB_SCN_NO_PROBE = 1u << 2,    /* skip the capacity probe after run()         */
-    CMB_SCN_TIMELINE = 1u << 3     /* record a memory timeline by default (the
+    CMB_SCN_TIMELINE = 1u << 3,    /* record a memory timeline by default (the
                                       first repetition's requested / reserved
                                       bytes over time, harness/timeline.h)        */
+    CMB_SCN_OWN_PROCESSES = 1u << 4 /* the traffic runs in processes the scenario
+                                      starts: the case's own instance stays idle,
+                                      so its operation and allocator counters are
+                                      left out (multi-gpu)                        */
 };
 
 /* What a case's console line and the answer table lead with: the
@@ -109,6 +113,9 @@ int cmb_case_device(const cmb_case *c);
  * when the case started, or the --capacity cap if lower). */
 uint64_t cmb_case_capacity(const cmb_case *c);
 const char *cmb_case_allocator_name(const cmb_case *c);
+/* The allocator as given: NAME[:k=v...][@UPSTREAM] (for processes the
+ * scenario starts, which make instances of their own). */
+const char *cmb_case_allocator_spec(const cmb_case *c);
 
 /* Parameter values of this case (validated before run() is called). */
 uint64_t cmb_param_u64(const cmb_case *c, const char *name);
@@ -170,12 +177,19 @@ void cmb_case_set_time(cmb_case *c, double seconds);
  * sampling, peak snapshots, timelines), so a timed region measures the
  * allocator and the scenario's work only. */
 double cmb_case_clock(const cmb_case *c);
-/* A scenario counter; bytes_like prints with 1024 multiples. */
+/* A scenario counter of this repetition (a later value of the same name
+ * replaces the earlier one; NaN leaves it out). */
 void cmb_case_counter(cmb_case *c, const char *name, double value);
 /* A note for the output (e.g. "GPU kernels skipped in sim mode"). */
 void cmb_case_note(cmb_case *c, const char *fmt, ...);
 /* Record why the case failed; returns `status` for `return cmb_case_fail(...)`. */
 cmb_status cmb_case_fail(cmb_case *c, cmb_status status, const char *fmt, ...);
+/* The workload did not fit: `n_failed` of its allocations failed for lack
+ * of memory and the scenario stopped short (or went on without them). The
+ * repetition is not a failure: its numbers are recorded with status oom
+ * and "did not fit: N allocations failed" (harness/schema.h), the console
+ * says so, and the run's exit status stays 0. n_failed 0 clears it. */
+void cmb_case_set_oom(cmb_case *c, uint64_t n_failed);
 /* Leave live blocks unfreed at the end (leak-check scenarios). */
 void cmb_case_keep_live_blocks(cmb_case *c);
 

@@ -264,6 +264,8 @@ def table(args):
             r["predicted_requested_peak"] = m.get("peak_requested_bytes")
             r["predicted_device_peak"] = m.get("device_peak_bytes")
             r["predicted_ooms"] = m.get("replay_ooms")
+            # one stream: nothing a policy does depends on when the GPU completes work
+            r["trace_streams"] = m.get("trace_streams")
             r["prediction_error_pct"] = pct(r["predicted_reserved_peak"], r.get("reserved_peak"))
     native = {r.get("conf") or "default": r for r in runs if r.get("mode") == "native"}
     # The library run of the same policy with no options, over whichever upstream.
@@ -273,7 +275,7 @@ def table(args):
             by_policy.setdefault(r["policy"].rsplit("@", 1)[0], r)
     comparisons = []
     for conf, policy in (("default", "torch-caching"), ("expandable_segments:True", "torch-expandable"),
-                         ("pool", "cupy")):
+                         ("pool", "cupy"), ("default", "cmb"), ("expandable_segments:True", "cmb")):
         n, lib = native.get(conf), by_policy.get(policy)
         if n and lib:
             comparisons.append({
@@ -314,6 +316,10 @@ def markdown(s):
                      f"{fmt_bytes(r.get('requested_peak'))} | {used} | {fmt_ms(t.get('median_ms'))} "
                      f"({fmt_ms(t.get('p10_ms'))}-{fmt_ms(t.get('p90_ms'))}) | "
                      f"{fmt_spread(t.get('spread'))} |")
+    streams = sorted({int(r["trace_streams"]) for r in s["runs"] if r.get("trace_streams") is not None})
+    if streams:
+        lines += ["", f"Streams in the recorded traffic: {', '.join(map(str, streams))} (with one, a policy's "
+                  "choices cannot depend on when the GPU completes work, only with several)."]
     copies = sorted({len(r["cudart_loaded"]) for r in s["runs"] if r.get("mode") == "library"
                      and r.get("cudart_loaded") is not None})
     if copies:

@@ -17,9 +17,11 @@
 # With --sim: the same runs in sim mode under every policy that runs there
 # (docs/cmb.md's sim tables are made this way), plus each trace's smallest
 # device (find_min_capacity). On a GPU each run has a share of 7.5 minutes
-# (churn 140 s, fastpath 140 s, replay 170 s): a run cut there keeps the
-# cases it finished, and the summary says it was cut. Exit status: 0 when every case
-# ran, 1 when some case failed or a run was cut, 2 on bad usage or no GPU.
+# (churn 140 s, fastpath 140 s, replay 170 s; CMB_GPU_CMB_LIMITS="C F R"
+# sets other shares, as scripts/gpu-cmb-e2e.sh does): a run cut there keeps
+# the cases it finished, and the summary says it was cut. Exit status: 0 when
+# every case ran, 1 when some case failed or a run was cut, 2 on bad usage or
+# no GPU.
 set -u
 
 . "$(dirname "$0")/lib.sh"
@@ -41,7 +43,9 @@ traces=$(ls traces/samples/*.trace | paste -sd, -)
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,cmb:page=8MiB@vmm,torch-expandable@vmm,torch-caching,bfc,rmm-pool"
     find_min=false
-    limits="140 140 170"
+    limits=${CMB_GPU_CMB_LIMITS:-"140 140 170"}
+    echo "$limits" | grep -qE '^ *[1-9][0-9]* +[1-9][0-9]* +[1-9][0-9]* *$' ||
+        { echo "$0: CMB_GPU_CMB_LIMITS='$limits': expected three numbers of seconds (churn fastpath replay)" >&2; exit 2; }
 else
     limits="3600 3600 3600"
     # every policy --list does not mark [GPU only], and cmb with 8 MiB pages
@@ -89,6 +93,18 @@ out, mode = sys.argv[1], sys.argv[2]
 MiB = 1 << 20
 
 
+def label_of(r):
+    """name[:options][@upstream], whether the allocator column holds the spec as given
+    (cmb:page=8MiB@vmm) or the name alone with the options in their own column."""
+    name = r["allocator"]
+    if "@" in name and not name.startswith("external:"):
+        name = name.rpartition("@")[0]
+    opts = r.get("options") or ""
+    if opts and not name.endswith(":" + opts):
+        name += ":" + opts
+    return name + ("@" + r["upstream"] if r.get("upstream") else "")
+
+
 def load(name):
     """{(label, params-without-allocator): {metric: [values]}} and the labels in run order."""
     path = os.path.join(out, name, "results.csv")
@@ -96,8 +112,7 @@ def load(name):
     if not os.path.exists(path):
         return cells, labels, [f"{name}: no results.csv"]
     for r in csv.DictReader(open(path, newline="")):
-        label = r["allocator"] + (":" + r["options"] if r.get("options") else "")
-        label += "@" + r["upstream"] if r.get("upstream") else ""
+        label = label_of(r)
         if label not in labels:
             labels.append(label)
         if r["status"] not in ("ok", "oom"):

@@ -136,7 +136,8 @@ class Skips(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         by_alloc = {}
         for row in rows(out):
-            by_alloc.setdefault(row["allocator"], set()).add((row["status"], row["error"]))
+            label = row["allocator"] + (":" + row["options"] if row.get("options") else "")
+            by_alloc.setdefault(label, set()).add((row["status"], row["error"]))
         self.assertEqual({s for s, _ in by_alloc["cupy"]}, {"ok"})
         for alloc in ("real:cupy", "real:rmm-pool", "real:torch-caching:max_split_size_mb=256"):
             (status, reason), = by_alloc[alloc]
