@@ -44,6 +44,11 @@
  * free block of each subtree, so address-ordered first fit is O(log n) and
  * picks the same block. A free searches the owning superblock by address
  * (floor) in O(log n). stats() is O(streams).
+ *
+ * The per-stream arenas live in the shared stream table of stream_ordered.h
+ * (its lookup and teardown only: an arena records no events and has no
+ * cross-stream search of stream_ordered_memory_resource, as in RMM, where
+ * arena_memory_resource derives from device_memory_resource directly).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +56,8 @@
 
 #include "cmb_allocator.h"
 #include "options.h"
+#include "stream_ordered.h"
+#include "../common/cmb_assert.h"
 #include "../common/cmb_fittree.h"
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
@@ -108,7 +115,7 @@ typedef struct superblock {
 } superblock;
 
 typedef struct stream_arena {
-    cmb_stream stream;
+    cmb_so_list so; /* the stream (no event: arenas synchronise instead) */
     cmb_fittree supers;
 } stream_arena;
 
@@ -119,13 +126,12 @@ typedef struct arena_mr {
     uint64_t sb_min;    /* superblock::minimum_size */
     int use_size_classes;
     cmb_fittree global; /* the global arena's superblocks */
-    stream_arena **arenas;
-    size_t n_arenas, cap_arenas;
-    size_t last;
+    cmb_stream_ordered arenas; /* the stream arenas (stream_arena) */
     cmb_ftnode *spare_blocks; /* recycled records, linked through left */
     superblock *spare_supers;
     cmb_alloc_stats st;
     char last_error[240];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } arena_mr;
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
@@ -349,30 +355,12 @@ static int global_deallocate(arena_mr *a, uint64_t ptr, uint64_t bytes, cmb_stat
 
 static stream_arena *arena_get(arena_mr *a, cmb_stream s)
 {
-    if (a->n_arenas && a->arenas[a->last]->stream == s)
-        return a->arenas[a->last];
-    for (size_t i = 0; i < a->n_arenas; i++) {
-        if (a->arenas[i]->stream == s) {
-            a->last = i;
-            return a->arenas[i];
-        }
-    }
-    if (a->n_arenas == a->cap_arenas) {
-        size_t cap = a->cap_arenas ? 2 * a->cap_arenas : 8;
-        stream_arena **v = realloc(a->arenas, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        a->arenas = v;
-        a->cap_arenas = cap;
-    }
-    stream_arena *ar = calloc(1, sizeof *ar);
-    if (!ar)
-        return NULL;
-    ar->stream = s;
-    cmb_ft_init(&ar->supers);
-    a->last = a->n_arenas;
-    a->arenas[a->n_arenas++] = ar;
-    return ar;
+    return (stream_arena *)cmb_so_list_of(&a->arenas, s);
+}
+
+static inline stream_arena *arena_at(const arena_mr *a, size_t i)
+{
+    return (stream_arena *)cmb_so_at(&a->arenas, i);
 }
 
 /* arena::allocate. */
@@ -421,10 +409,10 @@ static void arena_clean(arena_mr *a, stream_arena *ar)
 static void defragment(arena_mr *a)
 {
     cmb_up_stream_sync(a->up, NULL);
-    for (size_t i = 0; i < a->n_arenas; i++)
-        cmb_up_stream_sync(a->up, a->arenas[i]->stream);
-    for (size_t i = 0; i < a->n_arenas; i++)
-        arena_clean(a, a->arenas[i]);
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        cmb_up_stream_sync(a->up, arena_at(a, i)->so.stream);
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        arena_clean(a, arena_at(a, i));
 }
 
 /* --- out-of-memory dump (RMM writes it to rmm_arena_memory_dump.log) ---------------- */
@@ -448,9 +436,64 @@ static void note_oom(arena_mr *a, uint64_t bytes)
              (unsigned long long)total_free, (unsigned long long)max_free, frag);
 }
 
+/* --- invariants ------------------------------------------------------------------------ */
+
+/* One superblock: its free blocks sorted, coalesced and inside it; the set
+ * it is in knows its largest free block. */
+static int walk_super(const superblock *s, cmb_walk *w, uint64_t *free_bytes)
+{
+    CMB_WALK_CHECK(w, cmb_ft_validate(&s->free) == (long)s->free.count);
+    CMB_WALK_CHECK(w, s->node.size == cmb_ft_max(&s->free));
+    uint64_t end = s->node.key;
+    int first = 1;
+    for (cmb_ftnode *b = cmb_ft_first(&s->free); b; b = cmb_ft_ceil(&s->free, b->key + 1)) {
+        CMB_WALK_CHECK(w, b->size > 0 && b->key % ARENA_ALIGN == 0);
+        CMB_WALK_CHECK(w, b->key >= end && (first || b->key > end)); /* disjoint, coalesced */
+        CMB_WALK_CHECK(w, super_contains(s, b->key, b->size));
+        end = b->key + b->size;
+        first = 0;
+        *free_bytes += b->size;
+    }
+    return 0;
+}
+
+/* A set of superblocks: disjoint, inside the arena's one upstream block. */
+static int walk_set(const arena_mr *a, const cmb_fittree *set, cmb_walk *w, uint64_t *spanned, uint64_t *free_bytes)
+{
+    uint64_t end = a->base;
+    CMB_WALK_CHECK(w, cmb_ft_validate(set) == (long)set->count);
+    for (cmb_ftnode *n = cmb_ft_first(set); n; n = cmb_ft_ceil(set, n->key + 1)) {
+        const superblock *s = super_of(n);
+        CMB_WALK_CHECK(w, s->node.key >= end && s->node.key + s->size <= a->base + a->arena_size);
+        if (walk_super(s, w, free_bytes))
+            return 1;
+        end = s->node.key + s->size;
+        *spanned += s->size;
+    }
+    return 0;
+}
+
+/* The superblocks of every set cover the arena exactly once (the sets are
+ * disjoint by address: their spans add up to the arena), and the arena is
+ * its free blocks plus its allocated bytes. */
+int _cmb_arena_walk(const void *state, cmb_walk *w)
+{
+    const arena_mr *a = state;
+    uint64_t spanned = 0, free_bytes = 0;
+    if (walk_set(a, &a->global, w, &spanned, &free_bytes))
+        return 1;
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        if (walk_set(a, &arena_at(a, i)->supers, w, &spanned, &free_bytes))
+            return 1;
+    CMB_WALK_CHECK(w, spanned == a->arena_size);
+    CMB_WALK_CHECK(w, free_bytes + (uint64_t)a->st.allocated.current == a->arena_size);
+    return 0;
+}
+
 /* --- the method table ------------------------------------------------------------------ */
 
 static cmb_status arena_destroy(void *state);
+static const cmb_so_hooks arena_table_hooks; /* below, beside arena_destroy */
 
 static cmb_status read_options(arena_mr *a, const cmb_config *cfg)
 {
@@ -495,6 +538,7 @@ static cmb_status arena_create(const cmb_config *cfg, cmb_upstream *up, void **s
         return CMB_ERR_HOST_NOMEM;
     a->up = up;
     cmb_ft_init(&a->global);
+    cmb_so_init(&a->arenas, up, &arena_table_hooks, a);
     cmb_status st = read_options(a, cfg);
     if (st != CMB_OK)
         goto out_free;
@@ -551,14 +595,15 @@ static cmb_status arena_alloc_method(void *state, size_t size, cmb_stream stream
     cmb_stat_increase(&a->st.requested, (int64_t)size);
     cmb_stat_increase(&a->st.allocated, (int64_t)bytes);
     cmb_stat_increase(&a->st.blocks, 1);
+    CMB_VALIDATE_TICK(a->ops, _cmb_arena_walk, a);
     return CMB_OK;
 }
 
 /* deallocate_from_other_arena: the block moved out of this stream's arena. */
 static int free_elsewhere(arena_mr *a, uint64_t ptr, uint64_t bytes, cmb_status *st)
 {
-    for (size_t i = 0; i < a->n_arenas; i++)
-        if (arena_deallocate_own(a, a->arenas[i], ptr, bytes, st))
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        if (arena_deallocate_own(a, arena_at(a, i), ptr, bytes, st))
             return 1;
     return global_deallocate(a, ptr, bytes, st);
 }
@@ -591,12 +636,14 @@ static cmb_status arena_free_method(void *state, void *ptr, size_t size, cmb_str
     cmb_stat_decrease(&a->st.requested, (int64_t)size);
     cmb_stat_decrease(&a->st.allocated, (int64_t)bytes);
     cmb_stat_decrease(&a->st.blocks, 1);
+    CMB_VALIDATE_TICK(a->ops, _cmb_arena_walk, a);
     return st;
 }
 
 /* RMM's arena never gives memory back before it is destroyed. */
 static cmb_status arena_trim(void *state)
 {
+    CMB_VALIDATE_NOW(_cmb_arena_walk, state);
     (void)state;
     return CMB_OK;
 }
@@ -609,8 +656,8 @@ static cmb_status arena_stats(void *state, cmb_alloc_stats *out)
     out->reserved.peak = a->up->stats.held_peak;
     out->reserved.total = a->up->stats.held_total;
     out->largest_free = cmb_ft_max(&a->global);
-    for (size_t i = 0; i < a->n_arenas; i++) {
-        uint64_t m = cmb_ft_max(&a->arenas[i]->supers);
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++) {
+        uint64_t m = cmb_ft_max(&arena_at(a, i)->supers);
         if (m > out->largest_free)
             out->largest_free = m;
     }
@@ -635,15 +682,30 @@ static void free_super(cmb_ftnode *n, void *arg)
     free(s);
 }
 
+static void stream_arena_init(void *ctx, cmb_so_list *l)
+{
+    (void)ctx;
+    cmb_ft_init(&((stream_arena *)l)->supers);
+}
+
+static void stream_arena_fini(void *ctx, cmb_so_list *l)
+{
+    (void)ctx;
+    cmb_ft_clear(&((stream_arena *)l)->supers, free_super, NULL);
+}
+
+/* Only the stream table of the helper: no get_block hooks. */
+static const cmb_so_hooks arena_table_hooks = {
+    .list_size = sizeof(stream_arena),
+    .list_init = stream_arena_init,
+    .list_fini = stream_arena_fini,
+};
+
 static cmb_status arena_destroy(void *state)
 {
     arena_mr *a = state;
     cmb_status st = CMB_OK;
-    for (size_t i = 0; i < a->n_arenas; i++) {
-        cmb_ft_clear(&a->arenas[i]->supers, free_super, NULL);
-        free(a->arenas[i]);
-    }
-    free(a->arenas);
+    cmb_so_destroy(&a->arenas); /* each arena's superblocks: stream_arena_fini */
     cmb_ft_clear(&a->global, free_super, NULL);
     if (a->base)
         st = cmb_up_free(a->up, (void *)a->base, a->arena_size, NULL);

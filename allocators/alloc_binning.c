@@ -17,13 +17,13 @@
  *    in chunks of blocks_to_preallocate blocks (128), one chunk at
  *    construction on the default stream and one more each time a stream
  *    finds no free block anywhere; chunks are never given back.
- *  - A bin is stream ordered like the pool (stream_ordered_memory_resource):
- *    one free list per stream, each with the event of its last free; a
- *    request takes the front of its own list, else the front of another
- *    stream's list after waiting for its event, else merges other lists
- *    into its own, else grows by a chunk. The lists are FIFO: a freed block
- *    goes to the back, a request takes the front (std::list push_back /
- *    pop_front in fixed_size_free_list).
+ *  - A bin is stream ordered like the pool (stream_ordered_memory_resource,
+ *    here the shared helper of stream_ordered.h): one free list per stream,
+ *    each with the event of its last free; a request takes the front of its
+ *    own list, else the front of another stream's list after waiting for its
+ *    event, else merges other lists into its own, else grows by a chunk. The
+ *    lists are FIFO: a freed block goes to the back, a request takes the
+ *    front (std::list push_back / pop_front in fixed_size_free_list).
  *
  * Constants:
  *   default_blocks_to_preallocate = 128 (fixed_size_memory_resource.hpp)
@@ -40,6 +40,8 @@
 
 #include "cmb_allocator.h"
 #include "options.h"
+#include "stream_ordered.h"
+#include "../common/cmb_assert.h"
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
 #define BIN_ALIGN 256u
@@ -66,18 +68,19 @@ typedef struct fs_list {
 } fs_list;
 
 typedef struct bin_stream {
-    cmb_stream stream;
-    cmb_event event; /* recorded at the last free of this bin on this stream */
+    cmb_so_list so; /* the stream and the event of its last free of this bin */
     fs_list free;
 } bin_stream;
 
+struct binning;
+
 typedef struct bin {
+    struct binning *owner;
     uint64_t block_size;
-    uint64_t chunk_size; /* upstream_chunk_size_ = block_size * blocks_to_preallocate */
-    bin_stream **streams;
-    size_t n_streams, cap_streams;
-    size_t last;
-    uint64_t free_blocks; /* over all streams */
+    uint64_t chunk_size;  /* upstream_chunk_size_ = block_size * blocks_to_preallocate */
+    cmb_stream_ordered so; /* the per-stream free lists */
+    uint64_t free_blocks;  /* over all streams */
+    uint64_t chunks;       /* taken from the pool */
 } bin;
 
 typedef struct binning {
@@ -92,6 +95,7 @@ typedef struct binning {
     cmb_alloc_stats st;
     uint64_t chunk_bytes; /* pool bytes held by bins */
     char last_error[200];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } binning;
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
@@ -137,67 +141,18 @@ static uintptr_t list_pop(binning *b, fs_list *l)
     return ptr;
 }
 
-/* --- streams of a bin ---------------------------------------------------------------- */
-
-static bin_stream *bin_stream_get(bin *bn, cmb_stream s)
-{
-    if (bn->n_streams && bn->streams[bn->last]->stream == s)
-        return bn->streams[bn->last];
-    for (size_t i = 0; i < bn->n_streams; i++) {
-        if (bn->streams[i]->stream == s) {
-            bn->last = i;
-            return bn->streams[i];
-        }
-    }
-    if (bn->n_streams == bn->cap_streams) {
-        size_t cap = bn->cap_streams ? 2 * bn->cap_streams : 4;
-        bin_stream **v = realloc(bn->streams, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        bn->streams = v;
-        bn->cap_streams = cap;
-    }
-    bin_stream *bs = calloc(1, sizeof *bs);
-    if (!bs)
-        return NULL;
-    bs->stream = s;
-    bn->last = bn->n_streams;
-    bn->streams[bn->n_streams++] = bs;
-    return bs;
-}
-
-/* Host wait for the other list's last free (RMM: cudaStreamWaitEvent). */
-static cmb_status wait_for(binning *b, bin_stream *other)
-{
-    if (!other->event)
-        return CMB_OK;
-    cmb_status st;
-    while ((st = cmb_up_event_query(b->up, other->event)) == CMB_ERR_STATE)
-        ; /* cudaEventSynchronize's spin */
-    return st;
-}
-
-/* One event per stream, re-recorded at every free (as rmm-pool's). */
-static void record_free(binning *b, bin_stream *bs)
-{
-    if (bs->event && cmb_up_event_rerecord(b->up, bs->stream, bs->event) == CMB_OK)
-        return;
-    if (!bs->event && cmb_up_event_record(b->up, bs->stream, &bs->event) == CMB_OK)
-        return;
-    cmb_up_stream_sync(b->up, bs->stream);
-    if (bs->event)
-        cmb_up_event_destroy(b->up, bs->event);
-    bs->event = NULL;
-}
+/* --- growth ---------------------------------------------------------------------------- */
 
 /* blocks_from_upstream: one chunk from the pool, cut into blocks at the back of l. */
-static cmb_status bin_grow(binning *b, bin *bn, bin_stream *own)
+static cmb_status bin_grow(bin *bn, bin_stream *own)
 {
+    binning *b = bn->owner;
     void *chunk;
-    cmb_status st = b->pool_m->allocate(b->pool, bn->chunk_size, own->stream, &chunk);
+    cmb_status st = b->pool_m->allocate(b->pool, bn->chunk_size, own->so.stream, &chunk);
     if (st != CMB_OK)
         return st;
     b->chunk_bytes += bn->chunk_size;
+    bn->chunks++;
     uint64_t n = bn->chunk_size / bn->block_size;
     for (uint64_t i = 0; i < n; i++) {
         if (list_push(b, &own->free, (uintptr_t)chunk + i * bn->block_size))
@@ -207,35 +162,80 @@ static cmb_status bin_grow(binning *b, bin *bn, bin_stream *own)
     return CMB_OK;
 }
 
-/* stream_ordered_memory_resource::get_block with fixed_size_free_list. */
-static cmb_status bin_get_block(binning *b, bin *bn, cmb_stream s, uintptr_t *out)
+/* --- the hooks of the stream-ordered helper (fixed_size_free_list) ----------------------- */
+
+static int hook_list_empty(const cmb_so_list *l)
 {
-    bin_stream *own = bin_stream_get(bn, s);
-    if (!own)
-        return CMB_ERR_HOST_NOMEM;
-    if (!own->free.count) {
-        /* pass 1: the front of another stream's list */
-        for (size_t i = 0; i < bn->n_streams; i++) {
-            bin_stream *o = bn->streams[i];
-            if (o == own || !o->free.count)
-                continue;
-            cmb_status st = wait_for(b, o);
-            if (st != CMB_OK)
-                return st;
-            *out = list_pop(b, &o->free);
-            bn->free_blocks--;
-            return CMB_OK;
-        }
-        /* pass 2 (merge) finds nothing after pass 1 failed: every other list
-         * is empty, and RMM only moves empty lists into ours. */
-        cmb_status st = bin_grow(b, bn, own);
-        if (st != CMB_OK)
-            return st;
-    }
-    *out = list_pop(b, &own->free);
+    return ((const bin_stream *)l)->free.count == 0;
+}
+
+/* Every block of a bin fits: the front of the list, if any. */
+static void *hook_find(void *ctx, cmb_so_list *l, uint64_t size)
+{
+    (void)ctx;
+    (void)size;
+    return ((bin_stream *)l)->free.head;
+}
+
+static void *hook_take(void *ctx, cmb_so_list *l, void *b, uint64_t size)
+{
+    bin *bn = ctx;
+    (void)b;
+    (void)size;
     bn->free_blocks--;
+    return (void *)list_pop(bn->owner, &((bin_stream *)l)->free);
+}
+
+/* free_list::insert(free_list&&): src's blocks go to the back of dst. The
+ * helper merges only when no other list had a block, so for a bin (where
+ * every block fits) it never runs; it is here for completeness. */
+static void hook_merge(void *ctx, cmb_so_list *dst, cmb_so_list *src)
+{
+    fs_list *d = &((bin_stream *)dst)->free, *o = &((bin_stream *)src)->free;
+    (void)ctx;
+    if (!o->head)
+        return;
+    if (d->tail)
+        d->tail->next = o->head;
+    else
+        d->head = o->head;
+    d->tail = o->tail;
+    d->count += o->count;
+    o->head = o->tail = NULL;
+    o->count = 0;
+}
+
+/* expand_pool: a chunk of blocks, then the front one. */
+static cmb_status hook_expand(void *ctx, cmb_so_list *own, uint64_t size, void **out)
+{
+    bin *bn = ctx;
+    cmb_status st = bin_grow(bn, (bin_stream *)own);
+    if (st != CMB_OK)
+        return st;
+    *out = hook_take(ctx, own, NULL, size);
     return CMB_OK;
 }
+
+static void hook_list_fini(void *ctx, cmb_so_list *l)
+{
+    bin_stream *bs = (bin_stream *)l;
+    (void)ctx;
+    while (bs->free.head) {
+        fs_node *n = bs->free.head;
+        bs->free.head = n->next;
+        free(n);
+    }
+}
+
+static const cmb_so_hooks bin_hooks = {
+    .list_size = sizeof(bin_stream),
+    .list_fini = hook_list_fini,
+    .list_empty = hook_list_empty,
+    .find = hook_find,
+    .take = hook_take,
+    .merge = hook_merge,
+    .expand = hook_expand,
+};
 
 /* The bin for a request of n bytes, or NULL for the pool. */
 static bin *bin_for(binning *b, uint64_t n)
@@ -245,6 +245,52 @@ static bin *bin_for(binning *b, uint64_t n)
     unsigned e = ceil_log2(n);
     unsigned i = e <= b->low_exp ? 0 : e - b->low_exp;
     return i < b->n_bins ? &b->bins[i] : NULL;
+}
+
+/* --- invariants ------------------------------------------------------------------------ */
+
+int _cmb_rmm_pool_walk(const void *state, cmb_walk *w);
+
+/* One FIFO list: its count and tail are what a walk finds. */
+static int walk_fifo(const fs_list *l, cmb_walk *w)
+{
+    uint64_t n = 0;
+    const fs_node *last = NULL;
+    for (const fs_node *x = l->head; x; x = x->next, n++) {
+        CMB_WALK_CHECK(w, x->ptr % BIN_ALIGN == 0);
+        last = x;
+    }
+    CMB_WALK_CHECK(w, n == l->count && last == l->tail);
+    return 0;
+}
+
+/* Every bin's lists, the bytes the bins hold against the pool's own
+ * count, then the pool. */
+int _cmb_binning_walk(const void *state, cmb_walk *w)
+{
+    const binning *b = state;
+    uint64_t chunk_bytes = 0, live_bin_bytes = 0;
+    for (unsigned i = 0; i < b->n_bins; i++) {
+        const bin *bn = &b->bins[i];
+        uint64_t free_blocks = 0;
+        for (size_t j = 0; j < cmb_so_count(&bn->so); j++) {
+            const bin_stream *bs = (const bin_stream *)cmb_so_at(&bn->so, j);
+            if (walk_fifo(&bs->free, w))
+                return 1;
+            free_blocks += bs->free.count;
+        }
+        CMB_WALK_CHECK(w, free_blocks == bn->free_blocks);
+        CMB_WALK_CHECK(w, free_blocks * bn->block_size <= bn->chunks * bn->chunk_size);
+        chunk_bytes += bn->chunks * bn->chunk_size;
+        live_bin_bytes += bn->chunks * bn->chunk_size - free_blocks * bn->block_size;
+    }
+    CMB_WALK_CHECK(w, chunk_bytes == b->chunk_bytes);
+    cmb_alloc_stats ps;
+    CMB_WALK_CHECK(w, b->pool_m->stats(b->pool, &ps) == CMB_OK);
+    /* the pool serves the chunks and every request too large for a bin */
+    CMB_WALK_CHECK(w, ps.allocated.current + (int64_t)live_bin_bytes ==
+                          (int64_t)chunk_bytes + b->st.allocated.current);
+    return _cmb_rmm_pool_walk(b->pool, w);
 }
 
 /* --- the method table --------------------------------------------------------------------- */
@@ -307,13 +353,15 @@ static cmb_status make_bins(binning *b, unsigned min_exp, unsigned max_exp)
         return CMB_ERR_HOST_NOMEM;
     for (unsigned i = 0; i < b->n_bins; i++) {
         bin *bn = &b->bins[i];
+        bn->owner = b;
         bn->block_size = align_up(1ull << (b->low_exp + i), BIN_ALIGN);
         bn->chunk_size = bn->block_size * b->blocks_per_chunk;
+        cmb_so_init(&bn->so, b->up, &bin_hooks, bn);
         /* the constructor preallocates one chunk on the default stream */
-        bin_stream *legacy = bin_stream_get(bn, NULL);
+        bin_stream *legacy = (bin_stream *)cmb_so_list_of(&bn->so, NULL);
         if (!legacy)
             return CMB_ERR_HOST_NOMEM;
-        cmb_status st = bin_grow(b, bn, legacy);
+        cmb_status st = bin_grow(bn, legacy);
         if (st != CMB_OK)
             return st;
     }
@@ -360,14 +408,13 @@ static cmb_status binning_allocate(void *state, size_t size, cmb_stream stream, 
     bin *bn = bin_for(b, size);
     uint64_t charged;
     if (bn) {
-        uintptr_t p;
-        cmb_status st = bin_get_block(b, bn, stream, &p);
+        cmb_so_list *own = cmb_so_list_of(&bn->so, stream);
+        cmb_status st = own ? cmb_so_get_block(&bn->so, own, bn->block_size, ptr) : CMB_ERR_HOST_NOMEM;
         if (st != CMB_OK) {
             snprintf(b->last_error, sizeof b->last_error, "binning: bin of %llu B cannot grow: %s",
                      (unsigned long long)bn->block_size, cmb_status_str(st));
             return st;
         }
-        *ptr = (void *)p;
         charged = bn->block_size;
     } else {
         cmb_status st = b->pool_m->allocate(b->pool, size, stream, ptr);
@@ -378,6 +425,7 @@ static cmb_status binning_allocate(void *state, size_t size, cmb_stream stream, 
     cmb_stat_increase(&b->st.requested, (int64_t)size);
     cmb_stat_increase(&b->st.allocated, (int64_t)charged);
     cmb_stat_increase(&b->st.blocks, 1);
+    CMB_VALIDATE_TICK(b->ops, _cmb_binning_walk, b);
     return CMB_OK;
 }
 
@@ -389,10 +437,10 @@ static cmb_status binning_deallocate(void *state, void *ptr, size_t size, cmb_st
     bin *bn = bin_for(b, size);
     uint64_t charged;
     if (bn) {
-        bin_stream *own = bin_stream_get(bn, stream);
+        bin_stream *own = (bin_stream *)cmb_so_list_of(&bn->so, stream);
         if (!own)
             return CMB_ERR_HOST_NOMEM;
-        record_free(b, own);
+        cmb_so_record_free(&bn->so, &own->so);
         if (list_push(b, &own->free, (uintptr_t)ptr))
             return CMB_ERR_HOST_NOMEM;
         bn->free_blocks++;
@@ -406,12 +454,14 @@ static cmb_status binning_deallocate(void *state, void *ptr, size_t size, cmb_st
     cmb_stat_decrease(&b->st.requested, (int64_t)size);
     cmb_stat_decrease(&b->st.allocated, (int64_t)charged);
     cmb_stat_decrease(&b->st.blocks, 1);
+    CMB_VALIDATE_TICK(b->ops, _cmb_binning_walk, b);
     return CMB_OK;
 }
 
 /* Neither the bins nor the pool give memory back before destroy. */
 static cmb_status binning_trim(void *state)
 {
+    CMB_VALIDATE_NOW(_cmb_binning_walk, state);
     (void)state;
     return CMB_OK;
 }
@@ -437,30 +487,11 @@ static cmb_status binning_stats(void *state, cmb_alloc_stats *out)
     return CMB_OK;
 }
 
-static void free_bin(binning *b, bin *bn)
-{
-    for (size_t i = 0; i < bn->n_streams; i++) {
-        bin_stream *bs = bn->streams[i];
-        if (bs->event) {
-            while (cmb_up_event_query(b->up, bs->event) == CMB_ERR_STATE)
-                ;
-            cmb_up_event_destroy(b->up, bs->event);
-        }
-        while (bs->free.head) {
-            fs_node *n = bs->free.head;
-            bs->free.head = n->next;
-            free(n);
-        }
-        free(bs);
-    }
-    free(bn->streams);
-}
-
 static cmb_status binning_destroy(void *state)
 {
     binning *b = state;
     for (unsigned i = 0; b->bins && i < b->n_bins; i++)
-        free_bin(b, &b->bins[i]);
+        cmb_so_destroy(&b->bins[i].so);
     free(b->bins);
     while (b->spare) {
         fs_node *n = b->spare;

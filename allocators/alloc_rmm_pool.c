@@ -46,13 +46,14 @@
  * linked list: O(n)); a miss visits every other stream's list, O(s log n);
  * a merge moves k blocks in O(k log n). stats() is O(s log n) for s streams.
  *
- * Differences (see docs/rmm.md): a wait on another stream's event is a host
- * wait (event_query until it completes) where RMM issues
- * cudaStreamWaitEvent; a stream's event is made at its first free where
- * RMM makes it when the stream first allocates; other lists are visited in the
- * order their streams first appeared, where RMM's std::map orders them by
- * event handle; a halved growth attempt is rounded up to 256 B so every
- * block stays aligned.
+ * The streams, their events and the search order of get_block are the
+ * shared stream-ordered helper's (stream_ordered.h, RMM's
+ * stream_ordered_memory_resource); this file fills its hooks with the
+ * coalescing free list and the growth rule.
+ *
+ * Differences (see docs/rmm.md and stream_ordered.h): a wait on another
+ * stream's event is a host wait; a halved growth attempt is rounded up to
+ * 256 B so every block stays aligned.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,8 @@
 
 #include "cmb_allocator.h"
 #include "options.h"
+#include "stream_ordered.h"
+#include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_rbtree.h"
 
@@ -81,8 +84,7 @@ typedef struct pool_block {
 } pool_block;
 
 typedef struct pool_stream {
-    cmb_stream stream;
-    cmb_event event;    /* recorded at the last free on this stream; NULL before */
+    cmb_so_list so;     /* the stream and its event (stream_ordered.h) */
     cmb_rbtree by_addr; /* the free list, in address order (coalescing) */
     cmb_rbtree by_size; /* the same blocks by (size, address) (best fit) */
 } pool_stream;
@@ -91,13 +93,12 @@ typedef struct rmm_pool {
     cmb_upstream *up;
     uint64_t pool_size; /* current_pool_size_ */
     uint64_t maximum;   /* POOL_NO_MAXIMUM when unset */
-    pool_stream **streams;
-    size_t n_streams, cap_streams;
-    size_t last; /* index of the last stream looked up */
+    cmb_stream_ordered so;       /* the per-stream free lists */
     cmb_hashmap upstream_blocks; /* start -> size of every upstream allocation */
     pool_block *spare;           /* recycled block records, linked through ptr */
     cmb_alloc_stats st;
     char last_error[200];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } rmm_pool;
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
@@ -223,72 +224,6 @@ static uint64_t list_largest(const pool_stream *l)
     return n ? cmb_rb_entry(n, pool_block, by_size)->size : 0;
 }
 
-/* --- streams and events -------------------------------------------------------- */
-
-static pool_stream *stream_new(rmm_pool *p, cmb_stream s)
-{
-    if (p->n_streams == p->cap_streams) {
-        size_t cap = p->cap_streams ? 2 * p->cap_streams : 8;
-        pool_stream **v = realloc(p->streams, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        p->streams = v;
-        p->cap_streams = cap;
-    }
-    pool_stream *l = calloc(1, sizeof *l);
-    if (!l)
-        return NULL;
-    l->stream = s;
-    cmb_rb_init(&l->by_addr);
-    cmb_rb_init(&l->by_size);
-    p->last = p->n_streams;
-    p->streams[p->n_streams++] = l;
-    return l;
-}
-
-/* get_event(): the list of stream s, created on first use. */
-static pool_stream *stream_get(rmm_pool *p, cmb_stream s)
-{
-    if (p->n_streams && p->streams[p->last]->stream == s)
-        return p->streams[p->last];
-    for (size_t i = 0; i < p->n_streams; i++) {
-        if (p->streams[i]->stream == s) {
-            p->last = i;
-            return p->streams[i];
-        }
-    }
-    return stream_new(p, s);
-}
-
-/* The allocating stream must not use blocks freed on `other` before that
- * free completed: RMM makes the stream wait on other's event on the device
- * (cudaStreamWaitEvent); the upstream has no such call, so the host waits
- * for the event, which costs nothing once it has completed. */
-static cmb_status wait_for(rmm_pool *p, pool_stream *other)
-{
-    if (!other->event)
-        return CMB_OK;
-    cmb_status st;
-    while ((st = cmb_up_event_query(p->up, other->event)) == CMB_ERR_STATE)
-        ; /* cudaEventSynchronize's spin */
-    return st;
-}
-
-/* cudaEventRecord at every free: the stream's one event (made at its first
- * free, as get_event() makes it) marks the last free on s. */
-static void record_free(rmm_pool *p, pool_stream *l)
-{
-    if (l->event && cmb_up_event_rerecord(p->up, l->stream, l->event) == CMB_OK)
-        return;
-    if (!l->event && cmb_up_event_record(p->up, l->stream, &l->event) == CMB_OK)
-        return;
-    /* no event: make the free complete now, so any stream may reuse it */
-    cmb_up_stream_sync(p->up, l->stream);
-    if (l->event)
-        cmb_up_event_destroy(p->up, l->event);
-    l->event = NULL;
-}
-
 /* --- growth ---------------------------------------------------------------------- */
 
 static pool_block *block_from_upstream(rmm_pool *p, uint64_t size, cmb_stream s)
@@ -340,7 +275,7 @@ static uint64_t size_to_grow(const rmm_pool *p, uint64_t size)
     return size > p->pool_size ? size : p->pool_size;
 }
 
-/* --- get_block ------------------------------------------------------------------------ */
+/* --- handing out blocks --------------------------------------------------------------- */
 
 /* allocate_and_insert_remainder for a block b of list l: keep `size` bytes
  * from its front and leave the rest in l. The rest keeps b's place in
@@ -376,58 +311,149 @@ static void *take_new(rmm_pool *p, pool_stream *l, pool_block *b, uint64_t size)
     return ptr;
 }
 
-static cmb_status from_other_streams(rmm_pool *p, pool_stream *own, uint64_t size, void **out)
+/* --- the hooks of the stream-ordered helper ---------------------------------------------- */
+
+static void hook_list_init(void *ctx, cmb_so_list *l)
 {
-    /* pass 1: a fitting block in another list, without merging */
-    for (size_t i = 0; i < p->n_streams; i++) {
-        pool_stream *o = p->streams[i];
-        pool_block *b;
-        if (o == own || !(b = list_best_fit(o, size)))
-            continue;
-        cmb_status st = wait_for(p, o);
-        if (st != CMB_OK)
-            return st;
-        *out = take_linked(p, o, b, size);
-        return CMB_OK;
-    }
-    /* pass 2: merge whole lists into ours until a block fits */
-    for (size_t i = 0; i < p->n_streams; i++) {
-        pool_stream *o = p->streams[i];
-        if (o == own || !o->by_addr.count)
-            continue;
-        cmb_status st = wait_for(p, o);
-        if (st != CMB_OK)
-            return st;
-        cmb_rbnode *n;
-        while ((n = cmb_rb_first(&o->by_addr))) {
-            pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
-            list_unlink(o, b);
-            list_insert(p, own, b);
-        }
-        pool_block *b = list_best_fit(own, size);
-        if (b) {
-            *out = take_linked(p, own, b, size);
-            return CMB_OK;
-        }
-    }
-    return CMB_ERR_OOM;
+    pool_stream *ps = (pool_stream *)l;
+    (void)ctx;
+    cmb_rb_init(&ps->by_addr);
+    cmb_rb_init(&ps->by_size);
 }
 
-static cmb_status get_block(rmm_pool *p, pool_stream *own, uint64_t size, void **out)
+static int hook_list_empty(const cmb_so_list *l)
 {
-    pool_block *b = list_best_fit(own, size);
-    if (b) {
-        *out = take_linked(p, own, b, size);
-        return CMB_OK;
+    return ((const pool_stream *)l)->by_addr.count == 0;
+}
+
+static void *hook_find(void *ctx, cmb_so_list *l, uint64_t size)
+{
+    (void)ctx;
+    return list_best_fit((pool_stream *)l, size);
+}
+
+static void *hook_take(void *ctx, cmb_so_list *l, void *b, uint64_t size)
+{
+    return take_linked(ctx, (pool_stream *)l, b, size);
+}
+
+/* merge_lists: coalescing_free_list::insert(free_list&&), block by block. */
+static void hook_merge(void *ctx, cmb_so_list *dst, cmb_so_list *src)
+{
+    pool_stream *d = (pool_stream *)dst, *o = (pool_stream *)src;
+    cmb_rbnode *n;
+    while ((n = cmb_rb_first(&o->by_addr))) {
+        pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
+        list_unlink(o, b);
+        list_insert(ctx, d, b);
     }
-    cmb_status st = from_other_streams(p, own, size, out);
-    if (st != CMB_ERR_OOM)
-        return st;
-    b = try_to_expand(p, size_to_grow(p, size), size, own->stream);
+}
+
+/* expand_pool: grow by size_to_grow, hand out the front of the new block. */
+static cmb_status hook_expand(void *ctx, cmb_so_list *own, uint64_t size, void **out)
+{
+    rmm_pool *p = ctx;
+    pool_block *b = try_to_expand(p, size_to_grow(p, size), size, own->stream);
     if (!b)
         return CMB_ERR_OOM;
-    *out = take_new(p, own, b, size);
+    *out = take_new(p, (pool_stream *)own, b, size);
     return CMB_OK;
+}
+
+static void hook_list_fini(void *ctx, cmb_so_list *l)
+{
+    pool_stream *ps = (pool_stream *)l;
+    cmb_rbnode *n;
+    (void)ctx;
+    while ((n = cmb_rb_first(&ps->by_addr))) {
+        pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
+        list_unlink(ps, b);
+        free(b);
+    }
+}
+
+static const cmb_so_hooks pool_hooks = {
+    .list_size = sizeof(pool_stream),
+    .list_init = hook_list_init,
+    .list_fini = hook_list_fini,
+    .list_empty = hook_list_empty,
+    .find = hook_find,
+    .take = hook_take,
+    .merge = hook_merge,
+    .expand = hook_expand,
+};
+
+/* --- invariants ------------------------------------------------------------------------ */
+
+typedef struct span {
+    uintptr_t ptr;
+    uint64_t size;
+} span;
+
+static int span_cmp(const void *x, const void *y)
+{
+    uintptr_t a = ((const span *)x)->ptr, b = ((const span *)y)->ptr;
+    return (a > b) - (a < b);
+}
+
+/* One list: address order, aligned, coalesced, the size index the same set. */
+static int walk_list(const pool_stream *l, cmb_walk *w, uint64_t *bytes)
+{
+    const pool_block *prev = NULL;
+    CMB_WALK_CHECK(w, l->by_addr.count == l->by_size.count);
+    for (cmb_rbnode *n = cmb_rb_first(&l->by_addr); n; n = cmb_rb_next(n)) {
+        const pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
+        CMB_WALK_CHECK(w, b->size > 0 && b->ptr % POOL_ALIGN == 0 && b->size % POOL_ALIGN == 0);
+        CMB_WALK_CHECK(w, !prev || prev->ptr + prev->size <= b->ptr);
+        CMB_WALK_CHECK(w, !prev || !contiguous(prev, b));
+        *bytes += b->size;
+        prev = b;
+    }
+    const pool_block *ps = NULL;
+    for (cmb_rbnode *n = cmb_rb_first(&l->by_size); n; n = cmb_rb_next(n)) {
+        const pool_block *b = cmb_rb_entry(n, pool_block, by_size);
+        CMB_WALK_CHECK(w, !ps || size_cmp(&ps->by_size, &b->by_size) < 0);
+        ps = b;
+    }
+    return 0;
+}
+
+/* Every free list, then all of them together: no block of one list may
+ * overlap a block of another, and the pool is its free blocks plus its
+ * allocated bytes. */
+static int pool_walk_lists(const rmm_pool *p, cmb_walk *w, span *all, size_t n_all)
+{
+    uint64_t free_bytes = 0, upstream_bytes = 0, key, size;
+    size_t k = 0;
+    for (size_t i = 0; i < cmb_so_count(&p->so); i++) {
+        const pool_stream *l = (const pool_stream *)cmb_so_at(&p->so, i);
+        if (walk_list(l, w, &free_bytes))
+            return 1;
+        for (cmb_rbnode *n = cmb_rb_first(&l->by_addr); n && all; n = cmb_rb_next(n), k++)
+            all[k] = (span){cmb_rb_entry(n, pool_block, by_addr)->ptr, cmb_rb_entry(n, pool_block, by_addr)->size};
+    }
+    for (size_t it = 0; p->upstream_blocks.keys && cmb_hashmap_next(&p->upstream_blocks, &it, &key, &size);)
+        upstream_bytes += size;
+    CMB_WALK_CHECK(w, upstream_bytes == p->pool_size);
+    CMB_WALK_CHECK(w, free_bytes + (uint64_t)p->st.allocated.current == p->pool_size);
+    if (all) {
+        qsort(all, n_all, sizeof *all, span_cmp);
+        for (size_t i = 1; i < n_all; i++)
+            CMB_WALK_CHECK(w, all[i - 1].ptr + all[i - 1].size <= all[i].ptr);
+    }
+    return 0;
+}
+
+int _cmb_rmm_pool_walk(const void *state, cmb_walk *w)
+{
+    const rmm_pool *p = state;
+    size_t n = 0;
+    for (size_t i = 0; i < cmb_so_count(&p->so); i++)
+        n += ((const pool_stream *)cmb_so_at(&p->so, i))->by_addr.count;
+    span *all = n > 1 ? malloc(n * sizeof *all) : NULL; /* host OOM: skip the cross-list check */
+    int broken = pool_walk_lists(p, w, all, n);
+    free(all);
+    return broken;
 }
 
 /* --- the method table ---------------------------------------------------------------- */
@@ -482,8 +508,9 @@ static cmb_status pool_create(const cmb_config *cfg, cmb_upstream *up, void **st
         return CMB_ERR_HOST_NOMEM;
     p->up = up;
     p->maximum = maximum;
+    cmb_so_init(&p->so, up, &pool_hooks, p);
     pool_stream *legacy;
-    if (cmb_hashmap_init(&p->upstream_blocks, 64) || !(legacy = stream_new(p, NULL))) {
+    if (cmb_hashmap_init(&p->upstream_blocks, 64) || !(legacy = (pool_stream *)cmb_so_list_of(&p->so, NULL))) {
         st = CMB_ERR_HOST_NOMEM;
         goto out_destroy;
     }
@@ -511,15 +538,16 @@ static cmb_status pool_allocate(void *state, size_t size, cmb_stream stream, voi
     if (size == 0)
         return CMB_ERR_INVALID;
     uint64_t aligned = align_up(size, POOL_ALIGN);
-    pool_stream *own = stream_get(p, stream);
+    cmb_so_list *own = cmb_so_list_of(&p->so, stream);
     if (!own)
         return CMB_ERR_HOST_NOMEM;
-    cmb_status st = get_block(p, own, aligned, ptr);
+    cmb_status st = cmb_so_get_block(&p->so, own, aligned, ptr);
     if (st != CMB_OK)
         return st;
     cmb_stat_increase(&p->st.requested, (int64_t)size);
     cmb_stat_increase(&p->st.allocated, (int64_t)aligned);
     cmb_stat_increase(&p->st.blocks, 1);
+    CMB_VALIDATE_TICK(p->ops, _cmb_rmm_pool_walk, p);
     return CMB_OK;
 }
 
@@ -529,7 +557,7 @@ static cmb_status pool_deallocate(void *state, void *ptr, size_t size, cmb_strea
     if (!ptr || size == 0)
         return CMB_ERR_INVALID;
     uint64_t aligned = align_up(size, POOL_ALIGN);
-    pool_stream *own = stream_get(p, stream);
+    pool_stream *own = (pool_stream *)cmb_so_list_of(&p->so, stream);
     pool_block *b = block_new(p, (uintptr_t)ptr, aligned, 0);
     if (!own || !b) {
         if (b)
@@ -538,17 +566,19 @@ static cmb_status pool_deallocate(void *state, void *ptr, size_t size, cmb_strea
     }
     /* free_block(): the head flag comes from the set of upstream blocks */
     b->head = cmb_hashmap_get(&p->upstream_blocks, (uint64_t)(uintptr_t)ptr, NULL);
-    record_free(p, own);
+    cmb_so_record_free(&p->so, &own->so);
     list_insert(p, own, b);
     cmb_stat_decrease(&p->st.requested, (int64_t)size);
     cmb_stat_decrease(&p->st.allocated, (int64_t)aligned);
     cmb_stat_decrease(&p->st.blocks, 1);
+    CMB_VALIDATE_TICK(p->ops, _cmb_rmm_pool_walk, p);
     return CMB_OK;
 }
 
 /* RMM's pool never gives memory back before it is destroyed. */
 static cmb_status pool_trim(void *state)
 {
+    CMB_VALIDATE_NOW(_cmb_rmm_pool_walk, state);
     (void)state;
     return CMB_OK;
 }
@@ -561,8 +591,8 @@ static cmb_status pool_stats(void *state, cmb_alloc_stats *out)
     out->reserved.peak = p->up->stats.held_peak;
     out->reserved.total = p->up->stats.held_total;
     out->largest_free = 0;
-    for (size_t i = 0; i < p->n_streams; i++) {
-        uint64_t l = list_largest(p->streams[i]);
+    for (size_t i = 0; i < cmb_so_count(&p->so); i++) {
+        uint64_t l = list_largest((pool_stream *)cmb_so_at(&p->so, i));
         if (l > out->largest_free)
             out->largest_free = l;
     }
@@ -574,32 +604,13 @@ static cmb_status pool_stats(void *state, cmb_alloc_stats *out)
     return CMB_OK;
 }
 
-static void free_list_records(pool_stream *l)
-{
-    cmb_rbnode *n;
-    while ((n = cmb_rb_first(&l->by_addr))) {
-        pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
-        list_unlink(l, b);
-        free(b);
-    }
-}
-
 static cmb_status pool_destroy(void *state)
 {
     rmm_pool *p = state;
     cmb_status result = CMB_OK;
-    for (size_t i = 0; i < p->n_streams; i++) {
-        pool_stream *l = p->streams[i];
-        if (l->event) {
-            /* release(): cudaEventSynchronize, then cudaEventDestroy */
-            while (cmb_up_event_query(p->up, l->event) == CMB_ERR_STATE)
-                ;
-            cmb_up_event_destroy(p->up, l->event);
-        }
-        free_list_records(l);
-        free(l);
-    }
-    free(p->streams);
+    if (p->so.hooks) /* created: a failed create comes here half-built */
+        CMB_VALIDATE_NOW(_cmb_rmm_pool_walk, p);
+    cmb_so_destroy(&p->so); /* the lists' events and block records */
     /* release(): every upstream block, whether or not the program freed it */
     uint64_t key, size;
     for (size_t it = 0; p->upstream_blocks.keys && cmb_hashmap_next(&p->upstream_blocks, &it, &key, &size);) {

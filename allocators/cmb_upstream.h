@@ -63,37 +63,60 @@ typedef struct cmb_upstream_stats {
     uint64_t injected_faults; /* of which were injected                      */
 } cmb_upstream_stats;
 
+/* --- the operations ------------------------------------------------------ */
+
+/* Every upstream operation, once. One line per op:
+ *
+ *     X(name, (parameters after the upstream), (arguments), how)
+ *
+ * how: ACCOUNTED  upstream.c checks, counts and injects faults itself;
+ *      FORWARDED  upstream.c hands the call to the backend unchanged (a
+ *                 backend that leaves it NULL answers CMB_ERR_UNSUPPORTED).
+ * From this list come the ops table below, the backends' table
+ * (upstream.h), the cmb_up_* calls at the end of this header and
+ * upstream.c's forwarding functions and table: a new op is one line here
+ * (plus the backends that implement it). The order is the plug-in ABI's
+ * field order: a new op goes at the END.
+ *
+ *  alloc, free      plain allocations (the cudaMalloc model);
+ *  va_reserve, va_release, map, unmap
+ *                   virtual memory: reserve address space, then back pages
+ *                   of it; sizes and addresses are multiples of
+ *                   u->granularity; CMB_ERR_UNSUPPORTED on the cuda upstream;
+ *  event_record, event_query, event_destroy, stream_sync
+ *                   stream order for policies that defer frees (PyTorch's
+ *                   record_stream, RMM's per-stream lists): event_query is
+ *                   CMB_OK once the event completed, CMB_ERR_STATE while it
+ *                   is pending; sim events complete at once;
+ *  mem_info         free and total bytes of the device as this upstream
+ *                   sees it (after a capacity cap);
+ *  event_rerecord   record an event made by event_record again, now on
+ *                   `stream` (cudaEventRecord on the same handle): a policy
+ *                   that keeps one event per stream, as RMM does, re-records
+ *                   it instead of making a new one.
+ */
+#define CMB_UPSTREAM_OPS(X)                                                                      \
+    X(alloc, (size_t size, cmb_stream stream, void **ptr), (size, stream, ptr), ACCOUNTED)     \
+    X(free, (void *ptr, size_t size, cmb_stream stream), (ptr, size, stream), ACCOUNTED)       \
+    X(va_reserve, (size_t size, void **va), (size, va), ACCOUNTED)                             \
+    X(va_release, (void *va, size_t size), (va, size), ACCOUNTED)                              \
+    X(map, (void *va, size_t size), (va, size), ACCOUNTED)                                     \
+    X(unmap, (void *va, size_t size), (va, size), ACCOUNTED)                                   \
+    X(event_record, (cmb_stream stream, cmb_event * ev), (stream, ev), FORWARDED)              \
+    X(event_query, (cmb_event ev), (ev), FORWARDED)                                            \
+    X(event_destroy, (cmb_event ev), (ev), FORWARDED)                                          \
+    X(stream_sync, (cmb_stream stream), (stream), FORWARDED)                                   \
+    X(mem_info, (size_t * free_bytes, size_t * total_bytes), (free_bytes, total_bytes), ACCOUNTED) \
+    X(event_rerecord, (cmb_stream stream, cmb_event ev), (stream, ev), FORWARDED)
+
+/* (a, b) -> a, b: splices a parenthesised list into another. */
+#define CMB_UNPAREN(...) __VA_ARGS__
+
+#define _CMB_UP_OPS_FIELD(name, params, args, how) cmb_status (*name)(cmb_upstream * u, CMB_UNPAREN params);
 typedef struct cmb_upstream_ops {
-    /* Plain allocations (the cudaMalloc model). */
-    cmb_status (*alloc)(cmb_upstream *u, size_t size, cmb_stream stream, void **ptr);
-    cmb_status (*free)(cmb_upstream *u, void *ptr, size_t size, cmb_stream stream);
-
-    /* Virtual memory: reserve address space, then back pages of it.
-     * Sizes and addresses are multiples of u->granularity. Absent
-     * (CMB_ERR_UNSUPPORTED) on the cuda upstream. */
-    cmb_status (*va_reserve)(cmb_upstream *u, size_t size, void **va);
-    cmb_status (*va_release)(cmb_upstream *u, void *va, size_t size);
-    cmb_status (*map)(cmb_upstream *u, void *va, size_t size);
-    cmb_status (*unmap)(cmb_upstream *u, void *va, size_t size);
-
-    /* Stream-ordering helpers for policies that defer frees (PyTorch's
-     * record_stream): event_query returns CMB_OK once the event completed,
-     * CMB_ERR_STATE while it is pending. Sim events complete at once. */
-    cmb_status (*event_record)(cmb_upstream *u, cmb_stream stream, cmb_event *ev);
-    cmb_status (*event_query)(cmb_upstream *u, cmb_event ev);
-    cmb_status (*event_destroy)(cmb_upstream *u, cmb_event ev);
-    cmb_status (*stream_sync)(cmb_upstream *u, cmb_stream stream);
-
-    /* Free and total bytes of the device as this upstream sees it
-     * (after a capacity cap). */
-    cmb_status (*mem_info)(cmb_upstream *u, size_t *free_bytes, size_t *total_bytes);
-
-    /* Record an event made by event_record again, now on `stream`
-     * (cudaEventRecord on the same handle): a policy that keeps one event
-     * per stream, as RMM does, re-records it instead of making a new one.
-     * Last in the table so earlier fields keep their places. */
-    cmb_status (*event_rerecord)(cmb_upstream *u, cmb_stream stream, cmb_event ev);
+    CMB_UPSTREAM_OPS(_CMB_UP_OPS_FIELD)
 } cmb_upstream_ops;
+#undef _CMB_UP_OPS_FIELD
 
 struct cmb_upstream {
     const cmb_upstream_ops *ops; /* the accounting layer's entry points     */
@@ -104,55 +127,15 @@ struct cmb_upstream {
     void *impl;                  /* private to upstream.c                   */
 };
 
-/* Thin calls through the table: what policies and plug-ins use. */
-static inline cmb_status cmb_up_alloc(cmb_upstream *u, size_t size, cmb_stream stream, void **ptr)
-{
-    return u->ops->alloc(u, size, stream, ptr);
-}
-static inline cmb_status cmb_up_free(cmb_upstream *u, void *ptr, size_t size, cmb_stream stream)
-{
-    return u->ops->free(u, ptr, size, stream);
-}
-static inline cmb_status cmb_up_va_reserve(cmb_upstream *u, size_t size, void **va)
-{
-    return u->ops->va_reserve(u, size, va);
-}
-static inline cmb_status cmb_up_va_release(cmb_upstream *u, void *va, size_t size)
-{
-    return u->ops->va_release(u, va, size);
-}
-static inline cmb_status cmb_up_map(cmb_upstream *u, void *va, size_t size)
-{
-    return u->ops->map(u, va, size);
-}
-static inline cmb_status cmb_up_unmap(cmb_upstream *u, void *va, size_t size)
-{
-    return u->ops->unmap(u, va, size);
-}
-static inline cmb_status cmb_up_event_record(cmb_upstream *u, cmb_stream stream, cmb_event *ev)
-{
-    return u->ops->event_record(u, stream, ev);
-}
-static inline cmb_status cmb_up_event_rerecord(cmb_upstream *u, cmb_stream stream, cmb_event ev)
-{
-    return u->ops->event_rerecord(u, stream, ev);
-}
-static inline cmb_status cmb_up_event_query(cmb_upstream *u, cmb_event ev)
-{
-    return u->ops->event_query(u, ev);
-}
-static inline cmb_status cmb_up_event_destroy(cmb_upstream *u, cmb_event ev)
-{
-    return u->ops->event_destroy(u, ev);
-}
-static inline cmb_status cmb_up_stream_sync(cmb_upstream *u, cmb_stream stream)
-{
-    return u->ops->stream_sync(u, stream);
-}
-static inline cmb_status cmb_up_mem_info(cmb_upstream *u, size_t *free_bytes, size_t *total_bytes)
-{
-    return u->ops->mem_info(u, free_bytes, total_bytes);
-}
+/* Thin calls through the table, cmb_up_<op>(u, ...): what policies and
+ * plug-ins use. */
+#define _CMB_UP_CALL(name, params, args, how)                                            \
+    static inline cmb_status cmb_up_##name(cmb_upstream *u, CMB_UNPAREN params)          \
+    {                                                                                    \
+        return u->ops->name(u, CMB_UNPAREN args);                                        \
+    }
+CMB_UPSTREAM_OPS(_CMB_UP_CALL)
+#undef _CMB_UP_CALL
 
 #ifdef __cplusplus
 }

@@ -360,30 +360,19 @@ static cmb_status acct_va_release(cmb_upstream *u, void *va, size_t size)
 
 /* --- events, streams and device information --------------------------------------- */
 
-static cmb_status acct_event_record(cmb_upstream *u, cmb_stream s, cmb_event *ev)
-{
-    return impl_of(u)->be->event_record(impl_of(u)->be_state, s, ev);
-}
-
-static cmb_status acct_event_rerecord(cmb_upstream *u, cmb_stream s, cmb_event ev)
-{
-    return impl_of(u)->be->event_rerecord(impl_of(u)->be_state, s, ev);
-}
-
-static cmb_status acct_event_query(cmb_upstream *u, cmb_event ev)
-{
-    return impl_of(u)->be->event_query(impl_of(u)->be_state, ev);
-}
-
-static cmb_status acct_event_destroy(cmb_upstream *u, cmb_event ev)
-{
-    return impl_of(u)->be->event_destroy(impl_of(u)->be_state, ev);
-}
-
-static cmb_status acct_stream_sync(cmb_upstream *u, cmb_stream s)
-{
-    return impl_of(u)->be->stream_sync(impl_of(u)->be_state, s);
-}
+/* The FORWARDED ops of CMB_UPSTREAM_OPS: nothing to check or count. */
+#define FORWARD_ACCOUNTED(name, params, args) /* written above and below */
+#define FORWARD_FORWARDED(name, params, args)                                  \
+    static cmb_status acct_##name(cmb_upstream *u, CMB_UNPAREN params)         \
+    {                                                                          \
+        upstream_impl *im = impl_of(u);                                        \
+        if (!im->be->name)                                                     \
+            return CMB_ERR_UNSUPPORTED;                                        \
+        return im->be->name(im->be_state, CMB_UNPAREN args);                   \
+    }
+#define FORWARD(name, params, args, how) FORWARD_##how(name, params, args)
+CMB_UPSTREAM_OPS(FORWARD)
+#undef FORWARD
 
 static cmb_status acct_mem_info(cmb_upstream *u, size_t *free_bytes, size_t *total_bytes)
 {
@@ -405,20 +394,9 @@ static cmb_status acct_mem_info(cmb_upstream *u, size_t *free_bytes, size_t *tot
     return CMB_OK;
 }
 
-static const cmb_upstream_ops accounting_ops = {
-    .alloc = acct_alloc,
-    .free = acct_free,
-    .va_reserve = acct_va_reserve,
-    .va_release = acct_va_release,
-    .map = acct_map,
-    .unmap = acct_unmap,
-    .event_record = acct_event_record,
-    .event_query = acct_event_query,
-    .event_destroy = acct_event_destroy,
-    .stream_sync = acct_stream_sync,
-    .mem_info = acct_mem_info,
-    .event_rerecord = acct_event_rerecord,
-};
+#define OP_ENTRY(name, params, args, how) .name = acct_##name,
+static const cmb_upstream_ops accounting_ops = {CMB_UPSTREAM_OPS(OP_ENTRY)};
+#undef OP_ENTRY
 
 /* --- open and close ------------------------------------------------------------------ */
 

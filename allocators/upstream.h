@@ -73,6 +73,22 @@ uint64_t cmb_upstream_misuse_count(const cmb_upstream *u);
 int cmb_upstream_contains(const cmb_upstream *u, const void *ptr, size_t size);
 const char *cmb_upstream_last_misuse(const cmb_upstream *u);
 
+/* --- several simulated devices (upstream_sim.c) ------------------------------- */
+
+/* A sim stream of simulated device `device` (0..255); `index` tells apart
+ * the streams of one device. The case's own sim streams (small integers)
+ * carry no device. */
+#define CMB_SIM_STREAM_TAG ((uintptr_t)1 << 40)
+static inline cmb_stream cmb_sim_stream(int device, int index)
+{
+    return (cmb_stream)(CMB_SIM_STREAM_TAG | (uintptr_t)(device & 0xff) << 16 | ((uintptr_t)(index & 0x7fff) + 1));
+}
+/* The device of a stream made by cmb_sim_stream, or -1. */
+int cmb_sim_stream_device(cmb_stream s);
+/* The process's current simulated device, as cudaSetDevice sets the real
+ * one: sim events are made on it. -1 (the default): none, nothing checked. */
+void cmb_sim_set_device(int device);
+
 /* --- backends (upstream_sim.c, upstream_cuda.c, upstream_vmm.c) ---------- */
 
 typedef struct _cmb_backend {
@@ -80,18 +96,10 @@ typedef struct _cmb_backend {
     cmb_status (*open)(const cmb_upstream_config *cfg, void **state, size_t *granularity,
                        size_t *alignment, char *err, size_t errlen);
     void (*close)(void *state);
-    cmb_status (*alloc)(void *state, size_t size, cmb_stream s, void **ptr);
-    cmb_status (*free)(void *state, void *ptr, size_t size, cmb_stream s);
-    cmb_status (*va_reserve)(void *state, size_t size, void **va);
-    cmb_status (*va_release)(void *state, void *va, size_t size);
-    cmb_status (*map)(void *state, void *va, size_t size);
-    cmb_status (*unmap)(void *state, void *va, size_t size);
-    cmb_status (*event_record)(void *state, cmb_stream s, cmb_event *ev);
-    cmb_status (*event_query)(void *state, cmb_event ev);
-    cmb_status (*event_destroy)(void *state, cmb_event ev);
-    cmb_status (*stream_sync)(void *state, cmb_stream s);
-    cmb_status (*mem_info)(void *state, size_t *free_bytes, size_t *total_bytes);
-    cmb_status (*event_rerecord)(void *state, cmb_stream s, cmb_event ev);
+    /* the ops of CMB_UPSTREAM_OPS (cmb_upstream.h), on the backend's state */
+#define _CMB_BACKEND_FIELD(name, params, args, how) cmb_status (*name)(void *state, CMB_UNPAREN params);
+    CMB_UPSTREAM_OPS(_CMB_BACKEND_FIELD)
+#undef _CMB_BACKEND_FIELD
     uint64_t (*device_used)(void *state); /* NULL: use the held bytes */
     uint64_t (*device_peak)(void *state); /* NULL: use the held peak  */
 } _cmb_backend;

@@ -9,6 +9,14 @@
  * space and are never reused, so a stale pointer can never alias a new block;
  * large allocations are aligned to the granularity as cudaMalloc's are.
  * Nothing is behind the addresses: they must never be dereferenced.
+ *
+ * Several simulated devices (the multi-gpu scenario): each device is an
+ * upstream of its own; streams made by cmb_sim_stream belong to one device,
+ * and the process has a current device (cmb_sim_set_device). Events follow
+ * CUDA's rule: an event belongs to the device current when it is made, and
+ * recording it on a stream of another device fails (CUDA C++ Programming
+ * Guide, Multi-Device System, "Stream and Event Behavior"). Untagged
+ * streams and the default current device (-1) are never refused.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +33,30 @@ typedef struct sim_state {
 } sim_state;
 
 #define SIM_VA_BASE ((uintptr_t)1 << 44)
+
+static int sim_current_device = -1;
+
+void cmb_sim_set_device(int device)
+{
+    sim_current_device = device;
+}
+
+int cmb_sim_stream_device(cmb_stream s)
+{
+    uintptr_t v = (uintptr_t)s;
+    return (v & CMB_SIM_STREAM_TAG) ? (int)((v >> 16) & 0xff) : -1;
+}
+
+/* An event handle carries its device (bits 8..15, plus one) for rerecord. */
+static int event_device(cmb_event ev)
+{
+    return (int)(((uintptr_t)ev >> 8) & 0xff) - 1;
+}
+
+static int devices_differ(int a, int b)
+{
+    return a >= 0 && b >= 0 && a != b;
+}
 
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
@@ -134,16 +166,17 @@ static cmb_status sim_unmap(void *state, void *va, size_t size)
 static cmb_status sim_event_record(void *state, cmb_stream stream, cmb_event *ev)
 {
     (void)state;
-    (void)stream;
-    *ev = (cmb_event)(uintptr_t)1;
+    if (devices_differ(sim_current_device, cmb_sim_stream_device(stream)))
+        return CMB_ERR_CUDA; /* cudaErrorInvalidResourceHandle on a GPU */
+    *ev = (cmb_event)(uintptr_t)(1 | (uintptr_t)(sim_current_device + 1) << 8);
     return CMB_OK;
 }
 
 static cmb_status sim_event_rerecord(void *state, cmb_stream stream, cmb_event ev)
 {
     (void)state;
-    (void)stream;
-    (void)ev;
+    if (devices_differ(event_device(ev), cmb_sim_stream_device(stream)))
+        return CMB_ERR_CUDA;
     return CMB_OK;
 }
 

@@ -16,7 +16,7 @@ clang_major() {
   echo "${v:-14}"
 }
 
-packages=(cmake make g++ pkg-config git libbenchmark-dev libbenchmark-tools libcmocka-dev
+packages=(cmake make g++ pkg-config git libbenchmark-dev libbenchmark-tools libcmocka-dev libjansson-dev
           gnuplot-nox python3-matplotlib python3-markdown python3-scipy)
 test_packages=(chromium)
 case "${1:-}" in

@@ -124,9 +124,31 @@ int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t 
     return 0;
 }
 
-void cmb_alloc_spec_label(const cmb_alloc_spec *s, char *out, size_t outlen)
+void cmb_alloc_spec_copy(cmb_alloc_spec *dst, const cmb_alloc_spec *src)
 {
-    /* The name plus the user's own options (not the entry defaults). */
+    if (dst == src)
+        return;
+    memcpy(dst, src, sizeof *dst);
+    for (size_t i = 0; i < dst->n_options; i++) {
+        dst->options[i].key = dst->optbuf + (src->options[i].key - src->optbuf);
+        dst->options[i].value = dst->optbuf + (src->options[i].value - src->optbuf);
+    }
+}
+
+int cmb_alloc_spec_owns_options(const cmb_alloc_spec *s)
+{
+    for (size_t i = 0; i < s->n_options; i++) {
+        const char *k = s->options[i].key, *v = s->options[i].value;
+        if (k < s->optbuf || k >= s->optbuf + sizeof s->optbuf || v < s->optbuf || v >= s->optbuf + sizeof s->optbuf)
+            return 0;
+    }
+    return 1;
+}
+
+/* Where the user's options start in s->text (at their ':'), and how long
+ * they are up to '@UPSTREAM'; NULL when there are none. */
+static const char *user_options(const cmb_alloc_spec *s, size_t *len)
+{
     const char *colon = NULL;
     if (!strncmp(s->text, "external:", 9))
         colon = strchr(s->text + 9, ':');
@@ -134,10 +156,31 @@ void cmb_alloc_spec_label(const cmb_alloc_spec *s, char *out, size_t outlen)
         colon = strchr(s->text + strlen(CMB_REAL_PREFIX), ':');
     else
         colon = strchr(s->text, ':');
-    const char *at = strrchr(s->text, '@');
+    if (!colon)
+        return NULL;
+    const char *at = s->has_upstream ? strrchr(s->text, '@') : NULL;
+    *len = (size_t)((at && at > colon ? at : s->text + strlen(s->text)) - colon);
+    return colon;
+}
+
+void cmb_alloc_spec_label(const cmb_alloc_spec *s, char *out, size_t outlen)
+{
     size_t opt_len = 0;
-    if (colon)
-        opt_len = (size_t)((at && at > colon ? at : s->text + strlen(s->text)) - colon);
+    const char *colon = user_options(s, &opt_len);
     snprintf(out, outlen, "%s%.*s%s%s", s->name, (int)opt_len, colon ? colon : "", s->has_upstream ? "@" : "",
              s->has_upstream ? cmb_upstream_kind_name(s->upstream) : "");
+}
+
+void cmb_alloc_spec_user_options(const cmb_alloc_spec *s, char *out, size_t outlen)
+{
+    size_t opt_len = 0;
+    const char *colon = user_options(s, &opt_len);
+    snprintf(out, outlen, "%.*s", colon ? (int)opt_len - 1 : 0, colon ? colon + 1 : "");
+}
+
+const char *cmb_alloc_spec_impl(const cmb_alloc_spec *s)
+{
+    if (s->real || !s->entry)
+        return "real"; /* real:NAME, and a user's own library */
+    return cmb_allocator_impl(s->entry);
 }

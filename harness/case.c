@@ -23,16 +23,16 @@
 #include "../allocators/upstream.h"
 #include "clock.h"
 #include "holder.h"
+#include "instance.h"
 #include "metered.h"
 #include "metrics.h"
+#include "schema.h"
 #include "verify.h"
-#include "timeline.h"
 #include "wire.h"
-#include "../traces/trace.h"
 
-#define CMB_MAX_STREAMS 16
 #define CMB_MAX_CASE_COUNTERS 80
 #define LATENCY_SAMPLES (1u << 22)
+#define TRIAL_LATENCY_SAMPLES (1u << 16)
 
 typedef struct case_counter {
     char name[64];
@@ -44,30 +44,24 @@ struct cmb_case {
     const cmb_allocator_methods *m;
     cmb_bench_state *bench;
     cmb_upstream_kind up_kind;
-    uint64_t capacity;      /* for the scenario and the capacity ratio */
 
-    /* this repetition */
-    cmb_upstream *up;
-    void *state;
-    int have_state;
-    cmb_metered mt;
-    int have_mt;
-    uint64_t free_at_start; /* GPU */
+    /* this repetition: its instance, and the one the scenario's calls go
+     * to (a fresh trial instance inside cmb_case_with_fresh_allocator) */
+    cmb_instance main;
+    cmb_instance_config main_cfg;
+    int main_open;
+    cmb_instance *in;
+    cmb_verify_counts verified; /* every instance's checks (verify.h) */
     double time_s;
     int time_set;
     case_counter counters[CMB_MAX_CASE_COUNTERS];
     size_t n_counters;
     char notes[256];
-    cmb_verify *verify;     /* fault-injection and soak runs (verify.h) */
     cmb_status fail_status;
     char fail_msg[480];
+    uint64_t oom_allocs;    /* cmb_case_set_oom: the workload did not fit */
     int keep_live;
-    cmb_timeline *timeline; /* first repetition only, when the case records one */
-    int timeline_done;
-
-    /* trace recording (first repetition only) */
-    cmb_trace_writer *recorder;
-    uint64_t rep_t0_ns;
+    int timeline_done;      /* a timeline is recorded once per case */
     int repetition;
 
     /* whole case */
@@ -78,17 +72,31 @@ struct cmb_case {
     /* memory held outside the allocator (cmb_case_hold_device_memory) */
     cmb_holder holder;
     int holding;            /* 1: a holder process; 2: a sim cap          */
+    cmb_upstream *capped;   /* the upstream a sim cap applies to          */
     uint64_t saved_cap;
 };
 
 /* --- names ---------------------------------------------------------------------- */
 
-void cmb_case_spec_make_name(cmb_case_spec *cs)
+void cmb_case_spec_copy(cmb_case_spec *dst, const cmb_case_spec *src)
 {
-    char alloc[256], params[CMB_BENCH_NAME_MAX];
+    memcpy(dst, src, sizeof *dst);
+    cmb_alloc_spec_copy(&dst->alloc, &src->alloc);
+}
+
+int cmb_case_spec_make_name(cmb_case_spec *cs, char *err, size_t errlen)
+{
+    char alloc[sizeof cs->alloc.text + 16], params[CMB_MAX_PARAMS * (CMB_PARAM_VALUE_MAX + 64)];
     cmb_alloc_spec_label(&cs->alloc, alloc, sizeof alloc);
     cmb_param_set_format(&cs->params, ':', '/', params, sizeof params);
-    snprintf(cs->name, sizeof cs->name, "%s/%s%s%s", cs->scenario->name, alloc, params[0] ? "/" : "", params);
+    int n = snprintf(cs->name, sizeof cs->name, "%s/%s%s%s", cs->scenario->name, alloc, params[0] ? "/" : "",
+                     params);
+    if (n >= 0 && (size_t)n < sizeof cs->name)
+        return 0;
+    snprintf(err, errlen, "case name of %d bytes, at most %zu: %.60s...: shorten the allocator options or the "
+                          "parameter values (e.g. a trace's path)", n, sizeof cs->name - 1, cs->name);
+    cs->name[0] = '\0';
+    return -1;
 }
 
 cmb_upstream_kind cmb_case_upstream_kind(const cmb_case_spec *cs, const cmb_allocator_methods *m)
@@ -105,13 +113,14 @@ cmb_upstream_kind cmb_case_upstream_kind(const cmb_case_spec *cs, const cmb_allo
 cmb_mode cmb_case_mode(const cmb_case *c) { return c->spec->mode; }
 uint64_t cmb_case_seed(const cmb_case *c) { return c->spec->seed; }
 int cmb_case_device(const cmb_case *c) { return c->spec->device; }
-uint64_t cmb_case_capacity(const cmb_case *c) { return c->capacity; }
+uint64_t cmb_case_capacity(const cmb_case *c) { return c->in ? c->in->capacity : 0; }
 
 double cmb_case_clock(const cmb_case *c)
 {
-    return cmb_now_s() - (c->have_mt ? (double)c->mt.overhead_ns * 1e-9 : 0.0);
+    return cmb_now_s() - (c->in && c->in->have_mt ? (double)c->in->mt.overhead_ns * 1e-9 : 0.0);
 }
 const char *cmb_case_allocator_name(const cmb_case *c) { return c->spec->alloc.name; }
+const char *cmb_case_allocator_spec(const cmb_case *c) { return c->spec->alloc.text; }
 
 static const char *param_or_die(const cmb_case *c, const char *name)
 {
@@ -152,54 +161,54 @@ const char *cmb_param_str(const cmb_case *c, const char *name)
 
 cmb_status cmb_alloc(cmb_case *c, size_t size, cmb_stream s, void **ptr)
 {
-    return cmb_metered_alloc(&c->mt, size, s, ptr);
+    return cmb_metered_alloc(&c->in->mt, size, s, ptr);
 }
 
 cmb_status cmb_free(cmb_case *c, void *ptr, cmb_stream s)
 {
-    return cmb_metered_dealloc(&c->mt, ptr, s);
+    return cmb_metered_dealloc(&c->in->mt, ptr, s);
 }
 
 cmb_status cmb_alloc_raw(cmb_case *c, size_t size, cmb_stream s, void **ptr)
 {
-    return c->m->allocate(c->state, size, s, ptr);
+    return c->m->allocate(c->in->state, size, s, ptr);
 }
 
 cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s)
 {
-    return c->m->deallocate(c->state, ptr, size, s);
+    return c->m->deallocate(c->in->state, ptr, size, s);
 }
 
 void cmb_case_set_op_timing(cmb_case *c, int on)
 {
-    c->mt.time_ops = on;
+    c->in->mt.time_ops = on;
 }
 
 size_t cmb_block_size(const cmb_case *c, void *ptr)
 {
     uint64_t size = 0;
-    cmb_hashmap_get(&c->mt.live, (uint64_t)(uintptr_t)ptr, &size);
+    cmb_hashmap_get(&c->in->mt.live, (uint64_t)(uintptr_t)ptr, &size);
     return (size_t)size;
 }
 
 cmb_status cmb_case_trim(cmb_case *c)
 {
-    return c->m->trim ? c->m->trim(c->state) : CMB_OK;
+    return c->m->trim ? c->m->trim(c->in->state) : CMB_OK;
 }
 
 uint64_t cmb_case_live_bytes(const cmb_case *c)
 {
-    return (uint64_t)c->mt.requested.current;
+    return (uint64_t)c->in->mt.requested.current;
 }
 
 uint64_t cmb_case_peak_bytes(const cmb_case *c)
 {
-    return (uint64_t)c->mt.requested.peak;
+    return (uint64_t)c->in->mt.requested.peak;
 }
 
 cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out)
 {
-    return cmb_metered_stats(&c->mt, out);
+    return cmb_metered_stats(&c->in->mt, out);
 }
 
 cmb_stream cmb_case_stream(cmb_case *c, int index)
@@ -219,15 +228,10 @@ cmb_stream cmb_case_stream(cmb_case *c, int index)
     return c->streams[index];
 }
 
-static int64_t rep_time_ns(const cmb_case *c)
-{
-    return (int64_t)(cmb_now_ns() - c->rep_t0_ns);
-}
-
 cmb_status cmb_case_sync(cmb_case *c)
 {
-    if (c->recorder)
-        cmb_trace_write_sync(c->recorder, -1, rep_time_ns(c));
+    if (c->in && c->in->recorder)
+        cmb_trace_write_sync(c->in->recorder, -1, (int64_t)(cmb_now_ns() - c->in->t0_ns));
     if (c->spec->mode == CMB_MODE_SIM)
         return CMB_OK;
     cudaError_t e = cudaDeviceSynchronize();
@@ -288,6 +292,11 @@ cmb_status cmb_case_fail(cmb_case *c, cmb_status status, const char *fmt, ...)
     return c->fail_status;
 }
 
+void cmb_case_set_oom(cmb_case *c, uint64_t n_failed)
+{
+    c->oom_allocs = n_failed;
+}
+
 void cmb_case_keep_live_blocks(cmb_case *c)
 {
     c->keep_live = 1;
@@ -318,112 +327,76 @@ static uint64_t gpu_free_bytes(void)
     return f;
 }
 
-/* Device bytes in use by this case: free memory lost since it started. */
-static uint64_t gpu_sample_used(void *ctx)
-{
-    cmb_case *c = ctx;
-    uint64_t f = gpu_free_bytes();
-    return c->free_at_start > f ? c->free_at_start - f : 0;
-}
-
 /* --- a fresh allocator inside a repetition ------------------------------------------- */
 
-typedef struct saved_instance {
-    cmb_upstream *up;
-    void *state;
-    int have_state;
-    cmb_metered mt;
-    int have_mt;
-    uint64_t capacity;
-    uint64_t free_at_start;
-} saved_instance;
-
-static void save_instance(cmb_case *c, saved_instance *s)
+/* A scenario parameter named "capacity" (non-zero) overrides --capacity
+ * for its case: a replay can model the GPU its trace was recorded on. */
+static uint64_t effective_cap(const cmb_case *c)
 {
-    s->up = c->up;
-    s->state = c->state;
-    s->have_state = c->have_state;
-    s->mt = c->mt;
-    s->have_mt = c->have_mt;
-    s->capacity = c->capacity;
-    s->free_at_start = c->free_at_start;
+    const char *v = cmb_param_set_get(&c->spec->params, "capacity");
+    uint64_t cap = 0;
+    if (v && !cmb_parse_size(v, &cap) && cap)
+        return cap;
+    return c->spec->capacity;
 }
 
-static void restore_instance(cmb_case *c, const saved_instance *s)
+/* The instance of a trial: as the case's, with `capacity` bytes of device
+ * (0: the case's), no timeline and no trace (they are the case's traffic). */
+static void trial_config(const cmb_case *c, uint64_t capacity, cmb_instance_config *cfg)
 {
-    c->up = s->up;
-    c->state = s->state;
-    c->have_state = s->have_state;
-    c->mt = s->mt;
-    c->have_mt = s->have_mt;
-    c->capacity = s->capacity;
-    c->free_at_start = s->free_at_start;
+    *cfg = c->main_cfg;
+    cfg->capacity = capacity ? capacity : c->in->capacity;
+    cfg->cap_bytes = capacity ? capacity : effective_cap(c);
+    cfg->latency_samples = TRIAL_LATENCY_SAMPLES;
+    cfg->timeline = 0;
+    cfg->record_trace = 0;
 }
 
-static cmb_status open_upstream(cmb_case *c);
-static cmb_status create_allocator(cmb_case *c);
-static uint64_t effective_cap(const cmb_case *c);
+static void trial_stats(cmb_instance *in, cmb_alloc_stats *stats)
+{
+    cmb_metered_stats(&in->mt, stats);
+    stats->requested = in->mt.requested;
+    stats->valid |= CMB_STAT_REQUESTED;
+}
 
 cmb_status cmb_case_with_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
                                          cmb_alloc_stats *stats)
 {
-    saved_instance outer;
-    cmb_status st = CMB_OK;
-    save_instance(c, &outer);
-    c->up = NULL;
-    c->state = NULL;
-    c->have_state = 0;
-    c->have_mt = 0;
-    if (capacity)
-        c->capacity = capacity;
-    uint64_t cap_for_upstream = capacity;
-    if ((c->m->flags & CMB_ALLOC_USES_UPSTREAM)) {
-        cmb_upstream_config ucfg;
-        char err[256];
-        cmb_upstream_config_default(&ucfg);
-        ucfg.kind = c->up_kind;
-        ucfg.device = c->spec->device;
-        ucfg.fault = c->spec->fault;
-        if (ucfg.kind == CMB_UPSTREAM_SIM)
-            ucfg.sim_capacity = c->capacity;
-        else if (cap_for_upstream || effective_cap(c))
-            ucfg.fault.cap_bytes = cap_for_upstream ? cap_for_upstream : effective_cap(c);
-        st = cmb_upstream_open(&ucfg, &c->up, err, sizeof err);
-        if (st != CMB_OK) {
-            cmb_case_fail(c, st, "%s", err);
-            goto out_restore;
-        }
+    cmb_instance_config cfg;
+    cmb_instance trial;
+    cmb_instance_end end;
+    char err[512];
+    cmb_instance *outer = c->in;
+    trial_config(c, capacity, &cfg);
+    cmb_status st = cmb_instance_open(&trial, &cfg, c, err, sizeof err);
+    if (st != CMB_OK) {
+        cmb_case_fail(c, st, "%s", err);
+        return st;
     }
-    if (c->spec->mode == CMB_MODE_GPU)
-        c->free_at_start = gpu_free_bytes();
-    st = create_allocator(c);
-    if (st != CMB_OK)
-        goto out_close;
-    st = cmb_metered_init(&c->mt, c->m, c->state, c->up, 1u << 16, c->spec->seed);
-    if (st != CMB_OK)
-        goto out_destroy;
-    c->have_mt = 1;
-    if (c->spec->mode == CMB_MODE_GPU) {
-        c->mt.sample_device = gpu_sample_used;
-        c->mt.sample_ctx = c;
-    }
+    c->in = &trial;
     st = fn(c, arg);
-    if (stats) {
-        cmb_metered_stats(&c->mt, stats);
-        stats->requested = c->mt.requested;
-        stats->valid |= CMB_STAT_REQUESTED;
+    if (stats)
+        trial_stats(&trial, stats);
+    if (c->holding == 2 && c->capped == trial.up)
+        cmb_case_release_device_memory(c); /* a cap on the trial's own device */
+    cmb_instance_close(&trial, c, 0, cmb_case_stream(c, 0), &c->verified, &end);
+    c->in = outer;
+    if (end.misuse)
+        cmb_case_note(c, "upstream misuse in a trial instance: %s", end.last_misuse);
+    return st;
+}
+
+cmb_status cmb_case_try_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
+                                        cmb_alloc_stats *stats)
+{
+    int failed_before = c->fail_status != CMB_OK;
+    cmb_status st = cmb_case_with_fresh_allocator(c, capacity, fn, arg, stats);
+    /* fn reports its own out-of-memory answers; an OOM failure recorded here
+     * came from opening the upstream or creating the instance */
+    if (st == CMB_ERR_OOM && !failed_before && c->fail_status == CMB_ERR_OOM) {
+        c->fail_status = CMB_OK;
+        c->fail_msg[0] = '\0';
     }
-    cmb_metered_free_all(&c->mt, cmb_case_stream(c, 0));
-    if (c->spec->mode == CMB_MODE_GPU)
-        cudaDeviceSynchronize();
-    cmb_metered_free(&c->mt);
-out_destroy:
-    c->m->destroy(c->state);
-out_close:
-    if (c->up)
-        cmb_upstream_close(c->up);
-out_restore:
-    restore_instance(c, &outer);
     return st;
 }
 
@@ -431,18 +404,18 @@ out_restore:
 
 static int sim_upstream(const cmb_case *c)
 {
-    return c->up && c->up_kind == CMB_UPSTREAM_SIM;
+    return c->in->up && c->up_kind == CMB_UPSTREAM_SIM;
 }
 
 uint64_t cmb_case_device_free(cmb_case *c)
 {
     size_t f = 0, t = 0;
     if (sim_upstream(c))
-        return cmb_up_mem_info(c->up, &f, &t) == CMB_OK ? f : 0;
+        return cmb_up_mem_info(c->in->up, &f, &t) == CMB_OK ? f : 0;
     if (c->spec->mode == CMB_MODE_GPU)
         return gpu_free_bytes();
     uint64_t live = cmb_case_live_bytes(c);
-    return c->capacity > live ? c->capacity - live : 0;
+    return c->in->capacity > live ? c->in->capacity - live : 0;
 }
 
 cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes)
@@ -452,11 +425,12 @@ cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes)
         return cmb_case_fail(c, CMB_ERR_STATE, "device memory is already held");
     if (sim_upstream(c)) {
         size_t f = 0, t = 0;
-        if (cmb_up_mem_info(c->up, &f, &t) != CMB_OK)
+        if (cmb_up_mem_info(c->in->up, &f, &t) != CMB_OK)
             return cmb_case_fail(c, CMB_ERR_STATE, "sim upstream: no memory information");
         if (bytes > f)
             return CMB_ERR_OOM;
-        c->saved_cap = cmb_upstream_set_cap(c->up, t - bytes);
+        c->capped = c->in->up;
+        c->saved_cap = cmb_upstream_set_cap(c->capped, t - bytes);
         c->holding = 2;
         return CMB_OK;
     }
@@ -474,7 +448,7 @@ cmb_status cmb_case_hold_device_memory(cmb_case *c, uint64_t bytes)
 void cmb_case_release_device_memory(cmb_case *c)
 {
     if (c->holding == 2) {
-        cmb_upstream_set_cap(c->up, c->saved_cap);
+        cmb_upstream_set_cap(c->capped, c->saved_cap);
     } else if (c->holding == 1) {
         uint64_t before = gpu_free_bytes(), held = c->holder.bytes;
         cmb_holder_stop(&c->holder);
@@ -485,205 +459,46 @@ void cmb_case_release_device_memory(cmb_case *c)
             usleep(1000);
     }
     c->holding = 0;
-}
-
-/* --- recording the traffic ------------------------------------------------------------------ */
-
-static int64_t stream_index_of(const cmb_case *c, cmb_stream s)
-{
-    for (int i = 0; i < CMB_MAX_STREAMS; i++)
-        if (c->streams[i] == s)
-            return i;
-    return 0;
-}
-
-static void record_op(void *ctx, cmb_op_kind kind, void *ptr, size_t size, cmb_stream s, const cmb_metered *mt)
-{
-    cmb_case *c = ctx;
-    (void)mt;
-    if (kind == CMB_OP_ALLOC)
-        cmb_trace_write_alloc(c->recorder, ptr, size, stream_index_of(c, s), rep_time_ns(c));
-    else if (kind == CMB_OP_FREE)
-        cmb_trace_write_free(c->recorder, ptr, stream_index_of(c, s), rep_time_ns(c));
-}
-
-static cmb_status start_recording(cmb_case *c)
-{
-    char err[320], comment[CMB_BENCH_NAME_MAX + 64];
-    c->recorder = calloc(1, sizeof *c->recorder);
-    if (!c->recorder)
-        return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
-    snprintf(comment, sizeof comment, "recorded by cumembench from %s, seed %llu", c->spec->name,
-             (unsigned long long)c->spec->seed);
-    if (cmb_trace_writer_open(c->recorder, c->spec->record_trace, comment, err, sizeof err)) {
-        free(c->recorder);
-        c->recorder = NULL;
-        return cmb_case_fail(c, CMB_ERR_IO, "%s", err);
-    }
-    cmb_metered_add_observer(&c->mt, record_op, c);
-    return CMB_OK;
-}
-
-static void stop_recording(cmb_case *c)
-{
-    char err[320];
-    if (!c->recorder)
-        return;
-    if (cmb_trace_writer_close(c->recorder, err, sizeof err))
-        cmb_case_fail(c, CMB_ERR_IO, "%s", err);
-    free(c->recorder);
-    c->recorder = NULL;
-}
-
-cmb_status cmb_case_try_fresh_allocator(cmb_case *c, uint64_t capacity, cmb_fresh_fn fn, void *arg,
-                                        cmb_alloc_stats *stats)
-{
-    int failed_before = c->fail_status != CMB_OK;
-    cmb_status st = cmb_case_with_fresh_allocator(c, capacity, fn, arg, stats);
-    /* fn reports its own out-of-memory answers; an OOM failure recorded here
-     * came from opening the upstream or creating the instance */
-    if (st == CMB_ERR_OOM && !failed_before && c->fail_status == CMB_ERR_OOM) {
-        c->fail_status = CMB_OK;
-        c->fail_msg[0] = '\0';
-    }
-    return st;
-}
-
-/* --- memory timeline (first repetition) --------------------------------------------------- */
-
-static void timeline_start(cmb_case *c)
-{
-    if (!c->spec->timeline_dir || c->timeline_done)
-        return;
-    c->timeline = malloc(sizeof *c->timeline);
-    if (!c->timeline)
-        goto out_fail;
-    if (cmb_timeline_init(c->timeline, c->spec->timeline_points ? c->spec->timeline_points
-                                                               : CMB_TIMELINE_DEFAULT_POINTS))
-        goto out_free;
-    if (cmb_metered_add_observer(&c->mt, cmb_timeline_observe, c->timeline))
-        goto out_free_points;
-    return;
-
-out_free_points:
-    cmb_timeline_free(c->timeline);
-out_free:
-    free(c->timeline);
-    c->timeline = NULL;
-out_fail:
-    cmb_case_note(c, "memory timeline not recorded (no host memory or observer slot)");
-}
-
-static void timeline_finish(cmb_case *c)
-{
-    char err[256];
-    if (!c->timeline)
-        return;
-    cmb_timeline_finish(c->timeline, &c->mt);
-    if (cmb_timeline_write(c->timeline, c->spec->timeline_dir, c->spec->name, 0, err, sizeof err))
-        cmb_case_note(c, "memory timeline not written: %s", err);
-    cmb_timeline_free(c->timeline);
-    free(c->timeline);
-    c->timeline = NULL;
-    c->timeline_done = 1;
+    c->capped = NULL;
 }
 
 /* --- one repetition ------------------------------------------------------------------------ */
 
 static void reset_repetition(cmb_case *c)
 {
-    c->up = NULL;
-    c->state = NULL;
-    c->have_state = 0;
-    c->have_mt = 0;
+    memset(&c->verified, 0, sizeof c->verified);
     c->time_s = 0;
     c->time_set = 0;
     c->n_counters = 0;
     c->notes[0] = '\0';
     c->fail_status = CMB_OK;
     c->fail_msg[0] = '\0';
+    c->oom_allocs = 0;
     c->keep_live = 0;
-}
-
-static cmb_status open_upstream(cmb_case *c)
-{
-    cmb_upstream_config ucfg;
-    char err[256];
-    cmb_upstream_config_default(&ucfg);
-    ucfg.kind = c->up_kind;
-    ucfg.device = c->spec->device;
-    ucfg.fault = c->spec->fault;
-    if (ucfg.kind == CMB_UPSTREAM_SIM) {
-        ucfg.sim_capacity = c->capacity;
-    } else if (effective_cap(c)) {
-        ucfg.fault.cap_bytes = effective_cap(c); /* a smaller GPU */
-    }
-    cmb_status st = cmb_upstream_open(&ucfg, &c->up, err, sizeof err);
-    if (st != CMB_OK)
-        return cmb_case_fail(c, st, "%s", err);
-    return CMB_OK;
-}
-
-static cmb_status create_allocator(cmb_case *c)
-{
-    char err[320] = "";
-    cmb_config cfg = {
-        .options = c->spec->alloc.options,
-        .n_options = c->spec->alloc.n_options,
-        .device = c->spec->device,
-        .sim = c->spec->mode == CMB_MODE_SIM,
-        .error = err,
-        .error_len = sizeof err,
-    };
-    cmb_status st = c->m->create(&cfg, c->up, &c->state);
-    if (st != CMB_OK)
-        return cmb_case_fail(c, st, "creating allocator %s: %s", c->spec->alloc.name,
-                             err[0] ? err : cmb_status_str(st));
-    c->have_state = 1;
-    return CMB_OK;
-}
-
-/* A scenario parameter named "capacity" (non-zero) overrides --capacity
- * for its case: a replay can model the GPU its trace was recorded on. */
-static uint64_t effective_cap(const cmb_case *c)
-{
-    const char *v = cmb_param_set_get(&c->spec->params, "capacity");
-    uint64_t cap = 0;
-    if (v && !cmb_parse_size(v, &cap) && cap)
-        return cap;
-    return c->spec->capacity;
 }
 
 static cmb_status setup_repetition(cmb_case *c)
 {
-    uint64_t cap = effective_cap(c);
+    char err[512];
     cmb_verify_begin(&c->spec->fault);
     reset_repetition(c);
-    if (c->spec->mode == CMB_MODE_GPU) {
-        c->free_at_start = gpu_free_bytes();
-        c->capacity = c->free_at_start;
-        if (cap && cap < c->capacity)
-            c->capacity = cap;
-    } else {
-        c->capacity = cap;
-    }
-    if ((c->m->flags & CMB_ALLOC_USES_UPSTREAM) && open_upstream(c) != CMB_OK)
-        return c->fail_status;
-    if (create_allocator(c) != CMB_OK)
-        return c->fail_status;
-    if (cmb_metered_init(&c->mt, c->m, c->state, c->up, LATENCY_SAMPLES, c->spec->seed) != CMB_OK)
-        return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory for the meters");
-    c->have_mt = 1;
-    if (c->spec->mode == CMB_MODE_GPU) {
-        c->mt.sample_device = gpu_sample_used;
-        c->mt.sample_ctx = c;
-    }
-    if (cmb_verify_wanted(&c->spec->fault))
-        cmb_verify_attach(&c->verify, &c->mt, c->up, c);
-    c->rep_t0_ns = cmb_now_ns();
-    if (c->spec->record_trace[0] && c->repetition == 0 && start_recording(c) != CMB_OK)
-        return c->fail_status;
-    timeline_start(c);
+    c->main_cfg = (cmb_instance_config){
+        .spec = c->spec,
+        .m = c->m,
+        .up_kind = c->up_kind,
+        /* GPU: what is free when the repetition starts, at most the cap */
+        .capacity = c->spec->mode == CMB_MODE_GPU ? 0 : effective_cap(c),
+        .cap_bytes = effective_cap(c),
+        .latency_samples = LATENCY_SAMPLES,
+        .timeline = !c->timeline_done,
+        .record_trace = c->repetition == 0,
+        .streams = c->streams,
+    };
+    cmb_status st = cmb_instance_open(&c->main, &c->main_cfg, c, err, sizeof err);
+    if (st != CMB_OK)
+        return cmb_case_fail(c, st, "%s", err);
+    c->main_open = 1;
+    c->in = &c->main;
     return CMB_OK;
 }
 
@@ -691,9 +506,11 @@ static cmb_status setup_repetition(cmb_case *c)
 static void collect_allocator_metrics(cmb_case *c)
 {
     cmb_alloc_stats st;
-    cmb_metered *mt = &c->mt;
+    cmb_metered *mt = &c->in->mt;
     cmb_metered_stats(mt, &st);
 
+    if (c->oom_allocs)
+        put_counter(c, CMB_OOM_COUNTER, (double)c->oom_allocs);
     put_counter(c, "peak_requested_bytes", (double)mt->requested.peak);
     put_counter(c, "live_at_end_bytes", (double)mt->requested.current);
     if (st.valid & CMB_STAT_ALLOCATED)
@@ -716,9 +533,9 @@ static void collect_allocator_metrics(cmb_case *c)
     if (st.valid & CMB_STAT_UPSTREAM) {
         put_counter(c, "upstream_allocs", (double)st.upstream_allocs);
         put_counter(c, "upstream_frees", (double)st.upstream_frees);
-    } else if (c->up) {
-        put_counter(c, "upstream_allocs", (double)c->up->stats.alloc_calls);
-        put_counter(c, "upstream_frees", (double)c->up->stats.free_calls);
+    } else if (c->in->up) {
+        put_counter(c, "upstream_allocs", (double)c->in->up->stats.alloc_calls);
+        put_counter(c, "upstream_frees", (double)c->in->up->stats.free_calls);
     }
     if (st.valid & CMB_STAT_OOM_RETRIES)
         put_counter(c, "oom_retries", (double)st.oom_retries);
@@ -734,13 +551,13 @@ static void collect_allocator_metrics(cmb_case *c)
 
     if (c->spec->mode == CMB_MODE_GPU)
         put_counter(c, "device_peak_bytes", (double)mt->device_peak);
-    else if (c->up)
-        put_counter(c, "device_peak_bytes", (double)cmb_upstream_device_peak(c->up));
+    else if (c->in->up)
+        put_counter(c, "device_peak_bytes", (double)cmb_upstream_device_peak(c->in->up));
 }
 
 static void collect_op_metrics(cmb_case *c, double seconds)
 {
-    cmb_metered *mt = &c->mt;
+    cmb_metered *mt = &c->in->mt;
     put_counter(c, "allocs", (double)mt->allocs);
     put_counter(c, "frees", (double)mt->frees);
     put_counter(c, "failed_allocs", (double)mt->failed_allocs);
@@ -754,62 +571,48 @@ static void collect_op_metrics(cmb_case *c, double seconds)
 
 static void probe_capacity(cmb_case *c)
 {
-    uint64_t live = (uint64_t)c->mt.requested.current, largest = 0;
-    if (c->capacity <= live)
+    uint64_t capacity = c->in->capacity, live = (uint64_t)c->in->mt.requested.current, largest = 0;
+    if (capacity <= live)
         return;
     /* sim: to the byte (512 B); GPU: 1/256 of the capacity in whole 2 MiB
      * pages (8 steps of the bisection, each an allocation near the device's
      * size, instead of 16 at 2 MiB) */
     uint64_t resolution = 512;
     if (c->spec->mode == CMB_MODE_GPU) {
-        resolution = (c->capacity / 256) & ~(uint64_t)((2u << 20) - 1);
+        resolution = (capacity / 256) & ~(uint64_t)((2u << 20) - 1);
         if (resolution < (2u << 20))
             resolution = 2u << 20;
     }
-    cmb_status st = cmb_metered_probe_largest(&c->mt, c->capacity - live, resolution, cmb_case_stream(c, 0),
+    cmb_status st = cmb_metered_probe_largest(&c->in->mt, capacity - live, resolution, cmb_case_stream(c, 0),
                                               &largest);
     if (st != CMB_OK) {
         cmb_case_note(c, "capacity probe failed: %s", cmb_status_str(st));
         return;
     }
-    put_counter(c, "capacity_bytes", (double)c->capacity);
+    put_counter(c, "capacity_bytes", (double)capacity);
     put_counter(c, "largest_alloc_bytes", (double)largest);
-    put_counter(c, "capacity_ratio", cmb_capacity_ratio(largest, c->capacity, live));
+    put_counter(c, "capacity_ratio", cmb_capacity_ratio(largest, capacity, live));
 }
 
-/* Frees what is left, destroys the allocator and measures the leak. */
-static void teardown_repetition(cmb_case *c)
+/* The upstream's findings and what the allocator did not give back. */
+static void report_end(cmb_case *c, const cmb_instance_end *end)
 {
-    int64_t leaked = -1;
-    cmb_case_release_device_memory(c);
-    stop_recording(c); /* what the harness frees below is not the program's traffic */
-    c->repetition++;
-    if (c->have_mt && !c->keep_live) {
-        uint64_t failures = cmb_metered_free_all(&c->mt, cmb_case_stream(c, 0));
-        if (failures)
-            cmb_case_note(c, "%llu blocks could not be freed at the end", (unsigned long long)failures);
-    }
-    if (c->spec->mode == CMB_MODE_GPU)
-        cudaDeviceSynchronize();
-    if (c->have_state) {
-        cmb_status st = c->m->destroy(c->state);
-        if (st != CMB_OK)
-            cmb_case_note(c, "destroy: %s", cmb_status_str(st));
-        c->have_state = 0;
-    }
-    if (c->up) {
-        put_counter(c, "upstream_misuse", (double)cmb_upstream_misuse_count(c->up));
+    int64_t leaked = end->leaked;
+    if (end->unfreed)
+        cmb_case_note(c, "%llu blocks could not be freed at the end", (unsigned long long)end->unfreed);
+    if (end->destroyed != CMB_OK)
+        cmb_case_note(c, "destroy: %s", cmb_status_str(end->destroyed));
+    if (end->had_upstream) {
+        put_counter(c, "upstream_misuse", (double)end->misuse);
         if (c->spec->fault.fail_nth || c->spec->fault.fail_every || c->spec->fault.fail_prob > 0)
-            put_counter(c, "upstream_injected_faults", (double)c->up->stats.injected_faults);
-        if (cmb_upstream_misuse_count(c->up))
-            cmb_case_note(c, "upstream misuse: %s", cmb_upstream_last_misuse(c->up));
-        leaked = cmb_upstream_close(c->up); /* frees what the allocator kept */
-        c->up = NULL;
+            put_counter(c, "upstream_injected_faults", (double)end->injected_faults);
+        if (end->misuse)
+            cmb_case_note(c, "upstream misuse: %s", end->last_misuse);
     }
     if (c->spec->mode == CMB_MODE_GPU) {
         cudaDeviceSynchronize();
         uint64_t now_free = gpu_free_bytes();
-        uint64_t device_leak = c->free_at_start > now_free ? c->free_at_start - now_free : 0;
+        uint64_t device_leak = c->main.free_at_start > now_free ? c->main.free_at_start - now_free : 0;
         put_counter(c, "device_leak_bytes", (double)device_leak);
         if (leaked < 0)
             leaked = (int64_t)device_leak;
@@ -818,11 +621,22 @@ static void teardown_repetition(cmb_case *c)
         put_counter(c, "leaked_bytes", (double)leaked);
     if (leaked > 0)
         cmb_case_note(c, "%lld bytes leaked", (long long)leaked);
-    if (c->have_mt) {
-        cmb_metered_free(&c->mt);
-        c->have_mt = 0;
+}
+
+/* Frees what is left, destroys the allocator and measures the leak. */
+static void teardown_repetition(cmb_case *c)
+{
+    cmb_instance_end end;
+    cmb_case_release_device_memory(c);
+    c->repetition++;
+    if (c->main_open) {
+        /* the harness's frees below are not the program's traffic */
+        cmb_instance_close(&c->main, c, c->keep_live, cmb_case_stream(c, 0), &c->verified, &end);
+        c->main_open = 0;
+        report_end(c, &end);
     }
-    cmb_verify_finish(&c->verify, c);
+    c->in = NULL;
+    cmb_verify_report(&c->verified, c);
 }
 
 static void report_repetition(cmb_case *c)
@@ -875,15 +689,18 @@ static void run_one_repetition(cmb_case *c)
     cmb_status st = c->spec->scenario->run(c);
     double wall = cmb_now_s() - t0;
     cmb_bench_pause(c->bench);
-    timeline_finish(c);
+    cmb_instance_stop_observing(&c->main, c);
+    c->timeline_done = 1;
     if (st != CMB_OK && c->fail_status == CMB_OK)
         cmb_case_fail(c, st, "scenario returned %s", cmb_status_str(st));
     if (!c->time_set)
         c->time_s = wall;
     if (c->fail_status == CMB_OK) {
         check_poison(c);
-        collect_op_metrics(c, c->time_s);
-        collect_allocator_metrics(c);
+        if (!(c->spec->scenario->flags & CMB_SCN_OWN_PROCESSES)) {
+            collect_op_metrics(c, c->time_s);
+            collect_allocator_metrics(c);
+        }
         /* The traffic is the same in every repetition (one seed), so the
          * probe, a dozen allocations near the device's size, runs once. */
         if (!(c->spec->scenario->flags & CMB_SCN_NO_PROBE) && c->repetition == 0)
@@ -1017,7 +834,8 @@ int cmb_case_check(const cmb_case_spec *cs, uint64_t capacity, char *reason, siz
     cmb_case c;
     memset(&c, 0, sizeof c);
     c.spec = cs;
-    c.capacity = capacity;
+    c.main.capacity = capacity;
+    c.in = &c.main;
     if (!cs->scenario->check)
         return 0;
     return cs->scenario->check(&c, reason, len);

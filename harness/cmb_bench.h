@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define CMB_BENCH_MAX_COUNTERS 96
-#define CMB_BENCH_NAME_MAX 256
+#define CMB_BENCH_NAME_MAX 512
 
 /* Counter flags, as benchmark::Counter::Flags. */
 enum {

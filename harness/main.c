@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "../scenarios/multi_gpu.h"
 #include "build_info.h"
 #include "cli.h"
 #include "devcheck.h"
@@ -32,6 +33,8 @@ int main(int argc, char **argv)
     }
     if (cli.hold_memory)
         return cmb_holder_main(cli.device, cli.hold_memory);
+    if (cli.multi_gpu_rank)
+        return cmb_multi_gpu_rank_main();
     if (cli.probe_env)
         return cmb_env_probe_main(cli.device);
     if (cli.probe_mem)

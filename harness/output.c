@@ -9,9 +9,7 @@
 #include <unistd.h>
 
 #include "../common/cmb_io.h"
-
-static const char CSV_HEADER[] =
-    "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n";
+#include "schema.h"
 
 /* --- directories ---------------------------------------------------------------- */
 
@@ -78,11 +76,18 @@ typedef struct row_buf {
 static void csv_row(row_buf *b, const cmb_output *o, const cmb_case_row *row, const char *rep, const char *status,
                     const char *metric, const char *value, const char *error)
 {
-    const char *fields[] = {o->run_id, o->gpu,  o->mode,   row->name, row->scenario, row->allocator, row->upstream,
-                            row->params, rep,   status,    metric,    value,         error};
-    size_t n = sizeof fields / sizeof fields[0];
-    for (size_t i = 0; i < n; i++)
-        cmb_csv_field(&b->buf, &b->len, &b->cap, fields[i] ? fields[i] : "", i + 1 == n);
+    const char *fields[CMB_N_COLS] = {
+        [CMB_COL_RUN_ID] = o->run_id,       [CMB_COL_GPU] = o->gpu,
+        [CMB_COL_MODE] = o->mode,           [CMB_COL_CASE] = row->name,
+        [CMB_COL_SCENARIO] = row->scenario, [CMB_COL_ALLOCATOR] = row->allocator,
+        [CMB_COL_UPSTREAM] = row->upstream, [CMB_COL_PARAMS] = row->params,
+        [CMB_COL_REPETITION] = rep,         [CMB_COL_STATUS] = status,
+        [CMB_COL_METRIC] = metric,          [CMB_COL_VALUE] = value,
+        [CMB_COL_ERROR] = error,            [CMB_COL_OPTIONS] = row->options,
+        [CMB_COL_IMPL] = row->impl,
+    };
+    for (size_t i = 0; i < CMB_N_COLS; i++)
+        cmb_csv_field(&b->buf, &b->len, &b->cap, fields[i] ? fields[i] : "", i + 1 == CMB_N_COLS);
 }
 
 /* One write per case, then fsync: a killed run keeps every finished case. */
@@ -91,22 +96,37 @@ static int append_all(int fd, const char *buf, size_t len)
     return cmb_write_all(fd, buf, len) ? -1 : fsync(fd);
 }
 
+double cmb_output_oom_count(const cmb_bench_run *r)
+{
+    for (size_t i = 0; i < r->n_counters; i++)
+        if (!strcmp(r->counters[i].name, CMB_OOM_COUNTER))
+            return r->counters[i].value;
+    return 0;
+}
+
+/* A repetition's rows: its time and every counter, each with the status of
+ * the repetition (oom when its workload did not fit: the numbers are real,
+ * of a run that stopped short). */
 static void run_rows(row_buf *b, const cmb_output *o, const cmb_case_row *row, const cmb_bench_run *r)
 {
-    char rep[32], value[64];
+    char rep[32], value[64], oom[96] = "";
     snprintf(rep, sizeof rep, "%lld", (long long)r->repetition_index);
     if (r->error_occurred) {
-        csv_row(b, o, row, rep, "failed", "", "", r->error_message);
+        csv_row(b, o, row, rep, CMB_STATUS_FAILED, "", "", r->error_message);
         return;
     }
+    double n_oom = cmb_output_oom_count(r);
+    const char *status = n_oom > 0 ? CMB_STATUS_OOM : CMB_STATUS_OK;
+    if (n_oom > 0)
+        cmb_oom_message(n_oom, oom, sizeof oom);
     double iters = r->iterations > 0 ? (double)r->iterations : 1.0;
     snprintf(value, sizeof value, "%.17g", r->real_accumulated_time / iters);
-    csv_row(b, o, row, rep, "ok", "time_s", value, "");
+    csv_row(b, o, row, rep, status, "time_s", value, oom);
     snprintf(value, sizeof value, "%.17g", r->cpu_accumulated_time / iters);
-    csv_row(b, o, row, rep, "ok", "cpu_time_s", value, "");
+    csv_row(b, o, row, rep, status, "cpu_time_s", value, oom);
     for (size_t i = 0; i < r->n_counters; i++) {
         snprintf(value, sizeof value, "%.17g", r->counters[i].value);
-        csv_row(b, o, row, rep, "ok", r->counters[i].name, value, "");
+        csv_row(b, o, row, rep, status, r->counters[i].name, value, oom);
     }
 }
 
@@ -183,7 +203,7 @@ int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const ch
 
     snprintf(path, sizeof path, "%s/results.csv", dir);
     o->csv_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (o->csv_fd < 0 || append_all(o->csv_fd, CSV_HEADER, sizeof CSV_HEADER - 1)) {
+    if (o->csv_fd < 0 || append_all(o->csv_fd, cmb_csv_header, cmb_csv_header_len)) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         goto out_fail;
     }
@@ -223,7 +243,7 @@ int cmb_output_case_status(cmb_output *o, const cmb_case_row *row, const char *s
                            char *err, size_t errlen)
 {
     row_buf b = {0};
-    if (!strcmp(status, "failed")) {
+    if (!strcmp(status, CMB_STATUS_FAILED)) {
         cmb_bench_run *r = malloc(sizeof *r);
         if (!r)
             return -1;
@@ -256,7 +276,7 @@ int cmb_output_case_failed(cmb_output *o, const cmb_case_row *row, const cmb_ben
     for (size_t i = 0; i < n; i++)
         if (!runs[i].is_aggregate)
             run_rows(&b, o, row, &runs[i]);
-    csv_row(&b, o, row, "", "failed", "", "", reason);
+    csv_row(&b, o, row, "", CMB_STATUS_FAILED, "", "", reason);
     return append_csv(o, &b, err, errlen);
 }
 

@@ -4,7 +4,9 @@
  *                  every metric a counter), written by the library's own
  *                  reporter and kept valid after every case;
  *   results.csv  - the same numbers, tidy: one row per case, repetition
- *                  and metric, plus one row per failed or skipped case;
+ *                  and metric, plus one row per failed or skipped case
+ *                  (columns: harness/schema.def); a repetition whose
+ *                  workload did not fit (cmb_case_set_oom) has status oom;
  *   run.log      - everything the case processes printed.
  */
 #ifndef CMB_OUTPUT_H
@@ -25,11 +27,13 @@ typedef struct cmb_output {
     FILE *log;
 } cmb_output;
 
-/* What identifies a case in the CSV. */
+/* What identifies a case in the CSV (harness/schema.def). */
 typedef struct cmb_case_row {
     const char *name;
     const char *scenario;
-    const char *allocator;
+    const char *allocator; /* the name only                              */
+    const char *options;   /* the user's options, verbatim ("" for none)  */
+    const char *impl;      /* real, emulation or suite                    */
     const char *upstream;
     const char *params;
 } cmb_case_row;
@@ -45,6 +49,10 @@ int cmb_output_case(cmb_output *o, const cmb_case_row *row, const cmb_bench_run 
  * finished, then the failure with its reason, in one write per file. */
 int cmb_output_case_failed(cmb_output *o, const cmb_case_row *row, const cmb_bench_run *runs, size_t n,
                            const char *reason, char *err, size_t errlen);
+/* The number of allocations that did not fit in a run (its
+ * CMB_OOM_COUNTER), or 0: such a run's rows have status oom. */
+double cmb_output_oom_count(const cmb_bench_run *r);
+
 /* A case that produced no runs: failed (could not start) or skipped. */
 int cmb_output_case_status(cmb_output *o, const cmb_case_row *row, const char *status, const char *reason,
                            char *err, size_t errlen);

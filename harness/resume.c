@@ -3,6 +3,7 @@
 #include "resume.h"
 
 #include "output.h"
+#include "schema.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -11,17 +12,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #define ARGS_FILE "run.args"
 #define ARGS_MAGIC "cumembench-run-args 1"
 #define MAX_ARGS 1024
 
-static const char CSV_HEADER[] =
-    "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n";
-static const char JSON_LIST[] = "\"benchmarks\": [";
 static const char JSON_CLOSING[] = "\n  ]\n}\n";
 
-/* CSV columns this file reads */
-enum { COL_RUN_ID = 0, COL_GPU = 1, COL_MODE = 2, COL_CASE = 3, COL_STATUS = 9, N_COLS = 13 };
 
 static int saved_argc;
 static char **saved_argv;
@@ -157,23 +155,38 @@ int cmb_resume_save_command(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-/* Options that may be given beside --resume: they change how the rest of
- * the run is shown or policed, not what is measured. */
+/* The options that may be given beside --resume (CMB_OPT_RESUMABLE),
+ * named for a message: "--quiet and --case-timeout". */
+static void resumable_names(char *out, size_t len)
+{
+    const cmb_cli_option *o;
+    size_t n = 0, k = 0, used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; (o = cmb_cli_option_at(i)); i++)
+        n += (o->flags & CMB_OPT_RESUMABLE) && strcmp(o->name, "--resume");
+    for (size_t i = 0; (o = cmb_cli_option_at(i)) && used < len; i++) {
+        if (!(o->flags & CMB_OPT_RESUMABLE) || !strcmp(o->name, "--resume"))
+            continue;
+        k++;
+        used += (size_t)snprintf(out + used, len - used, "%s%s", k == 1 ? "" : k == n ? " and " : ", ", o->name);
+    }
+}
+
+/* Every argument beside --resume must be a resumable option. */
 static int check_resume_args(int argc, char **argv, char *err, size_t errlen)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int with_value = !strcmp(a, "--resume") || !strcmp(a, "--case-timeout");
-        if (with_value) {
-            i++;
+        const cmb_cli_option *o = cmb_cli_match(argv[i]);
+        if (o && (o->flags & CMB_OPT_RESUMABLE)) {
+            if (o->metavar && !cmb_cli_value(argc, argv, &i, err, errlen))
+                return -1;
             continue;
         }
-        if (!strncmp(a, "--resume=", 9) || !strncmp(a, "--case-timeout=", 15) || !strcmp(a, "--quiet") ||
-            !strcmp(a, "-q"))
-            continue;
+        char names[256];
+        resumable_names(names, sizeof names);
         snprintf(err, errlen,
-                 "--resume continues a run with the options it was started with; only --quiet and "
-                 "--case-timeout may be given beside it, not '%s'", a);
+                 "--resume continues a run with the options it was started with; only %s may be given beside "
+                 "it, not '%s'", names, argv[i]);
         return -1;
     }
     return 0;
@@ -220,8 +233,8 @@ static int load_args(const char *dir, char *cwd, size_t cwdlen, int *argc, char 
         goto out_bad;
     av[n] = NULL;
     *argc = n;
-    *argv = resumed_argv = av; /* kept for the life of the process */
-    resumed_text = text;
+    *argv = av;
+    resumed_text = text; /* kept for the life of the process: the options point into it */
     return 0;
 
 out_bad:
@@ -231,9 +244,36 @@ out_bad:
     return -1;
 }
 
+/* The saved command line, then this one's resumable options but --resume
+ * (later wins: --case-timeout given now replaces the saved one). */
+static int merge_args(int s_argc, char **s_argv, int argc, char **argv, int *m_argc, char ***m_argv)
+{
+    char **av = calloc((size_t)(s_argc + argc + 1), sizeof *av);
+    int n = 0;
+    if (!av)
+        return -1;
+    for (int i = 0; i < s_argc; i++)
+        av[n++] = s_argv[i];
+    for (int i = 1; i < argc; i++) {
+        const cmb_cli_option *o = cmb_cli_match(argv[i]);
+        int with_value = o->metavar && !strchr(argv[i], '=');
+        if (strcmp(o->name, "--resume")) {
+            av[n++] = argv[i];
+            if (with_value)
+                av[n++] = argv[i + 1];
+        }
+        i += with_value;
+    }
+    av[n] = NULL;
+    free(s_argv);
+    *m_argc = n;
+    *m_argv = resumed_argv = av; /* kept for the life of the process: the options point into it */
+    return 0;
+}
+
 int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 {
-    char dir[PATH_MAX], cwd[PATH_MAX];
+    char dir[PATH_MAX], cwd[PATH_MAX], perr[512];
     int s_argc;
     char **s_argv;
     static char out_dir[PATH_MAX];
@@ -245,13 +285,16 @@ int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t er
     }
     if (load_args(dir, cwd, sizeof cwd, &s_argc, &s_argv, err, errlen))
         return -1;
-    cmb_cli saved;
-    char perr[512];
-    if (cmb_cli_parse(s_argc, s_argv, &saved, perr, sizeof perr)) {
+    if (merge_args(s_argc, s_argv, argc, argv, &s_argc, &s_argv)) {
+        free(s_argv);
+        snprintf(err, errlen, "host out of memory");
+        return -1;
+    }
+    if (cmb_cli_parse(s_argc, s_argv, cli, perr, sizeof perr)) {
         snprintf(err, errlen, "%s/%s: %s", dir, ARGS_FILE, perr);
         return -1;
     }
-    if (saved.child || saved.list || saved.help || saved.version || saved.probe_env || saved.resume) {
+    if (cli->child || cli->list || cli->help || cli->version || cli->probe_env || cli->resume) {
         snprintf(err, errlen, "%s/%s does not hold the command line of a run", dir, ARGS_FILE);
         return -1;
     }
@@ -259,13 +302,8 @@ int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t er
         fprintf(stderr, "cumembench: cannot enter %s, where the run started (%s); relative paths are taken from "
                         "here\n", cwd, strerror(errno));
     snprintf(out_dir, sizeof out_dir, "%s", dir);
-    saved.out = out_dir;
-    saved.resume = out_dir;
-    saved.quiet |= cli->quiet;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--case-timeout") || !strncmp(argv[i], "--case-timeout=", 15))
-            saved.case_timeout_s = cli->case_timeout_s;
-    *cli = saved;
+    cli->out = out_dir;
+    cli->resume = out_dir;
     return 0;
 }
 
@@ -351,11 +389,11 @@ static void sort_names(cmb_resume *r)
 /* The case column of the line that starts at `line` (ends at '\n'). */
 static int case_of_line(const char *line, char *out, size_t outlen)
 {
-    char *f[N_COLS + 1];
+    char *f[CMB_N_COLS + 1];
     char *buf = strndup(line, strcspn(line, "\n"));
     int rc = -1;
-    if (buf && split_csv_line(buf, f, N_COLS + 1) == N_COLS) {
-        snprintf(out, outlen, "%s", f[COL_CASE]);
+    if (buf && split_csv_line(buf, f, CMB_N_COLS + 1) == CMB_N_COLS) {
+        snprintf(out, outlen, "%s", f[CMB_COL_CASE]);
         rc = 0;
     }
     free(buf);
@@ -367,7 +405,7 @@ static int case_of_line(const char *line, char *out, size_t outlen)
 static size_t drop_last_case(const char *text, size_t len)
 {
     char last[1024], cur[1024];
-    size_t header = sizeof CSV_HEADER - 1;
+    size_t header = cmb_csv_header_len;
     if (len <= header)
         return len;
     size_t start = len - 1;
@@ -397,8 +435,9 @@ static int read_csv(cmb_resume *r, const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
-    if (len < sizeof CSV_HEADER - 1 || memcmp(text, CSV_HEADER, sizeof CSV_HEADER - 1)) {
-        snprintf(err, errlen, "%s does not start with the suite's CSV header", path);
+    if (len < cmb_csv_header_len || memcmp(text, cmb_csv_header, cmb_csv_header_len)) {
+        snprintf(err, errlen, "%s does not start with this version's CSV header (harness/schema.def): a run "
+                              "of another version of the suite cannot be resumed", path);
         goto out_fail;
     }
     if (text[len - 1] != '\n') {
@@ -416,21 +455,21 @@ static int read_csv(cmb_resume *r, const char *dir, char *err, size_t errlen)
     char *save = NULL;
     strtok_r(text, "\n", &save); /* the header */
     for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *f[N_COLS + 1];
-        if (split_csv_line(line, f, N_COLS + 1) != N_COLS) {
-            snprintf(err, errlen, "%s: a line does not have %d fields: %.80s", path, N_COLS, line);
+        char *f[CMB_N_COLS + 1];
+        if (split_csv_line(line, f, CMB_N_COLS + 1) != CMB_N_COLS) {
+            snprintf(err, errlen, "%s: a line does not have %d fields: %.80s", path, CMB_N_COLS, line);
             goto out_fail;
         }
         if (!r->run_id[0]) {
-            snprintf(r->run_id, sizeof r->run_id, "%s", f[COL_RUN_ID]);
-            snprintf(r->gpu, sizeof r->gpu, "%s", f[COL_GPU]);
-            snprintf(r->mode, sizeof r->mode, "%s", f[COL_MODE]);
+            snprintf(r->run_id, sizeof r->run_id, "%s", f[CMB_COL_RUN_ID]);
+            snprintf(r->gpu, sizeof r->gpu, "%s", f[CMB_COL_GPU]);
+            snprintf(r->mode, sizeof r->mode, "%s", f[CMB_COL_MODE]);
         }
-        if ((!r->n_done || strcmp(r->done[r->n_done - 1], f[COL_CASE])) && add_name(r, &cap, f[COL_CASE]))
+        if ((!r->n_done || strcmp(r->done[r->n_done - 1], f[CMB_COL_CASE])) && add_name(r, &cap, f[CMB_COL_CASE]))
             goto out_nomem;
-        if (!strcmp(f[COL_STATUS], "failed") &&
-            (!failed.n_done || strcmp(failed.done[failed.n_done - 1], f[COL_CASE])) &&
-            add_name(&failed, &fcap, f[COL_CASE]))
+        if (!strcmp(f[CMB_COL_STATUS], CMB_STATUS_FAILED) &&
+            (!failed.n_done || strcmp(failed.done[failed.n_done - 1], f[CMB_COL_CASE])) &&
+            add_name(&failed, &fcap, f[CMB_COL_CASE]))
             goto out_nomem;
     }
     sort_names(r);
@@ -450,63 +489,176 @@ out_fail:
 
 /* --- results.json: drop entries of cases the CSV does not hold ------------------------------------ */
 
-/* The entries, as the library's JSON reporter writes them: "    {" opens
- * one, its "run_name" is the case name (names are sanitized: no quotes). */
+/* The document's text with a cursor: jansson reads each entry and says
+ * where it ended, so entries are dropped at their exact bytes and the rest
+ * of the file is kept as the library's reporter wrote it. */
+typedef struct json_text {
+    const char *s;
+    size_t len, at;
+} json_text;
+
+static void skip_space(json_text *t)
+{
+    while (t->at < t->len && (t->s[t->at] == ' ' || t->s[t->at] == '\n' || t->s[t->at] == '\t' ||
+                              t->s[t->at] == '\r'))
+        t->at++;
+}
+
+static int take(json_text *t, char ch)
+{
+    skip_space(t);
+    if (t->at >= t->len || t->s[t->at] != ch)
+        return -1;
+    t->at++;
+    return 0;
+}
+
+/* The object or array at the cursor, parsed; NULL when it is not one. */
+static json_t *take_value(json_text *t)
+{
+    json_error_t e;
+    skip_space(t);
+    json_t *v = json_loadb(t->s + t->at, t->len - t->at, JSON_DISABLE_EOF_CHECK, &e);
+    if (v)
+        t->at += (size_t)e.position; /* the bytes the parser read */
+    return v;
+}
+
+/* A key of the top-level object ("context", "benchmarks"): 1 when it is
+ * `name`, 0 when another, -1 when there is none. */
+static int take_key(json_text *t, const char *name)
+{
+    skip_space(t);
+    if (t->at >= t->len || t->s[t->at] != '"')
+        return -1;
+    size_t start = ++t->at;
+    while (t->at < t->len && t->s[t->at] != '"')
+        t->at += t->s[t->at] == '\\' ? 2 : 1;
+    if (t->at >= t->len)
+        return -1;
+    int is = t->at - start == strlen(name) && !memcmp(t->s + start, name, t->at - start);
+    t->at++;
+    return take(t, ':') ? -1 : is;
+}
+
+/* Google Benchmark writes NaN and Infinity (a cv over zeros), which JSON
+ * lacks: the parser reads a copy in which they are numbers of the same
+ * length ("0.0", "0.000000"), so every offset is the original's. */
+static void replace_non_numbers(char *s, size_t len)
+{
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (in_string) {
+            if (s[i] == '\\')
+                i++; /* the escaped character */
+            else
+                in_string = s[i] != '"';
+        } else if (s[i] == '"') {
+            in_string = 1;
+        } else if (!strncmp(s + i, "NaN", 3)) {
+            memcpy(s + i, "0.0", 3);
+        } else if (!strncmp(s + i, "Infinity", 8)) {
+            memcpy(s + i, "0.000000", 8);
+        }
+    }
+}
+
+/* Moves the cursor past the '[' of the "benchmarks" list. */
+static int find_list(json_text *t)
+{
+    if (take(t, '{'))
+        return -1;
+    for (;;) {
+        int is = take_key(t, "benchmarks");
+        if (is < 0)
+            return -1;
+        if (is)
+            return take(t, '[');
+        json_t *skipped = take_value(t);
+        int bad = !skipped || take(t, ',');
+        json_decref(skipped);
+        if (bad)
+            return -1;
+    }
+}
+
+/* What the entries say: where the kept ones end, and the first finished
+ * case that follows an unfinished one (the two files disagree). */
+typedef struct json_cut {
+    size_t keep_end;   /* bytes to keep: through the last finished entry */
+    size_t dropped;
+    char bad[CMB_BENCH_NAME_MAX];
+} json_cut;
+
+/* Walks the entries; each entry's "run_name" is its case's name. */
+static int walk_entries(const cmb_resume *r, json_text *t, json_cut *c, char *err, size_t errlen)
+{
+    c->keep_end = t->at;
+    for (int first = 1;; first = 0) {
+        skip_space(t);
+        if (t->at < t->len && t->s[t->at] == ']')
+            return 0;
+        if (!first && take(t, ','))
+            break;
+        json_t *entry = take_value(t);
+        const char *name = json_string_value(json_object_get(entry, "run_name"));
+        if (!name) {
+            json_decref(entry);
+            snprintf(err, errlen, "an entry has no run_name");
+            return -1;
+        }
+        int done = cmb_resume_is_done(r, name);
+        if (done && c->dropped && !c->bad[0])
+            snprintf(c->bad, sizeof c->bad, "%s", name);
+        if (done && !c->dropped)
+            c->keep_end = t->at;
+        c->dropped += !done;
+        json_decref(entry);
+    }
+    snprintf(err, errlen, "the list of entries is damaged");
+    return -1;
+}
+
 static int read_json(cmb_resume *r, const char *dir, char *err, size_t errlen)
 {
-    char path[1024];
-    size_t len;
+    char path[1024], why[256] = "";
+    size_t len, cl = sizeof JSON_CLOSING - 1;
+    json_cut cut = {0};
     snprintf(path, sizeof path, "%s/results.json", dir);
     char *text = read_file(path, &len);
     if (!text) {
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
-    char *list = strstr(text, JSON_LIST);
-    size_t cl = sizeof JSON_CLOSING - 1;
-    if (!list || len < cl || memcmp(text + len - cl, JSON_CLOSING, cl)) {
-        snprintf(err, errlen, "%s is not a results file of this suite, or was damaged", path);
+    char *parsed = malloc(len + 1);
+    if (!parsed) {
         free(text);
+        snprintf(err, errlen, "host out of memory");
         return -1;
     }
-    size_t cut = 0; /* offset of the first entry of an unfinished case */
-    const char *bad = NULL;
-    for (char *p = strstr(list, "\n    {\n"); p; p = strstr(p + 1, "\n    {\n")) {
-        char *name = strstr(p, "\n      \"run_name\": \"");
-        if (!name) {
-            snprintf(err, errlen, "%s: an entry has no run_name", path);
-            free(text);
-            return -1;
-        }
-        name += strlen("\n      \"run_name\": \"");
-        char *end = strchr(name, '"');
-        if (!end)
-            break;
-        *end = '\0';
-        int done = cmb_resume_is_done(r, name);
-        if (!done && !cut)
-            cut = (size_t)(p - text);
-        else if (done && cut)
-            bad = name;
-        r->json_dropped += !done;
-        *end = '"';
-        if (bad)
-            break;
-    }
+    memcpy(parsed, text, len + 1);
+    replace_non_numbers(parsed, len);
+    json_text t = {parsed, len, 0};
+    /* the closing is where the writer appends (harness/bench_shim.cc) */
+    int bad = len < cl || memcmp(text + len - cl, JSON_CLOSING, cl) || find_list(&t) ||
+              walk_entries(r, &t, &cut, why, sizeof why);
+    free(parsed);
     if (bad) {
-        snprintf(err, errlen, "%s and results.csv disagree: case %.200s follows a case the CSV does not hold", path,
-                 bad);
+        snprintf(err, errlen, "%s is not a results file of this suite, or was damaged%s%s", path,
+                 why[0] ? ": " : "", why);
         free(text);
         return -1;
     }
     int rc = 0;
-    if (cut) {
-        /* drop the separator ",\n    {" before the first dropped entry, or
-         * keep the empty list's "[\n" */
-        size_t keep = text[cut - 1] == ',' ? cut - 1 : cut + 1;
-        memcpy(text + keep, JSON_CLOSING, cl);
-        rc = replace_file(path, text, keep + cl, err, errlen);
+    if (cut.bad[0]) {
+        snprintf(err, errlen, "%s and results.csv disagree: case %.200s follows a case the CSV does not hold", path,
+                 cut.bad);
+        rc = -1;
+    } else if (cut.dropped) {
+        memcpy(text + cut.keep_end, JSON_CLOSING, cl);
+        rc = replace_file(path, text, cut.keep_end + cl, err, errlen);
     }
+    r->json_dropped = cut.dropped;
     free(text);
     return rc;
 }

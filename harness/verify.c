@@ -117,22 +117,36 @@ static void observe(void *ctx, cmb_op_kind kind, void *ptr, size_t size, cmb_str
 
 /* --- attach / finish ------------------------------------------------------------------------ */
 
-void cmb_verify_attach(cmb_verify **v, cmb_metered *mt, const cmb_upstream *up, cmb_case *c)
+cmb_verify *cmb_verify_attach(cmb_metered *mt, const cmb_upstream *up, cmb_case *c)
 {
-    *v = calloc(1, sizeof **v);
-    if (!*v) {
+    cmb_verify *v = calloc(1, sizeof *v);
+    if (!v) {
         cmb_case_note(c, "verify: host out of memory, not checked");
-        return;
+        return NULL;
     }
-    cmb_rb_init(&(*v)->by_addr);
-    cmb_objpool_init(&(*v)->nodes, sizeof(live_block));
-    (*v)->up = up;
-    if (cmb_metered_add_observer(mt, observe, *v)) {
+    cmb_rb_init(&v->by_addr);
+    cmb_objpool_init(&v->nodes, sizeof(live_block));
+    v->up = up;
+    if (cmb_metered_add_observer(mt, observe, v)) {
         cmb_case_note(c, "verify: no observer slot left, not checked");
-        cmb_objpool_destroy(&(*v)->nodes);
-        free(*v);
-        *v = NULL;
+        cmb_objpool_destroy(&v->nodes);
+        free(v);
+        return NULL;
     }
+    return v;
+}
+
+void cmb_verify_detach(cmb_verify *v, cmb_verify_counts *sum)
+{
+    if (!v)
+        return;
+    sum->instances++;
+    sum->overlaps += v->overlaps;
+    sum->misaligned += v->misaligned;
+    sum->outside += v->outside;
+    sum->out_of_memory |= v->out_of_memory;
+    cmb_objpool_destroy(&v->nodes);
+    free(v);
 }
 
 /* Bytes the program holds from malloc (small chunks and mmapped ones):
@@ -158,10 +172,9 @@ static double resident_bytes(void)
     return n == 2 ? (double)resident * (double)sysconf(_SC_PAGESIZE) : -1;
 }
 
-void cmb_verify_finish(cmb_verify **vp, cmb_case *c)
+void cmb_verify_report(const cmb_verify_counts *v, cmb_case *c)
 {
-    cmb_verify *v = *vp;
-    if (!v)
+    if (!v->instances)
         return;
     cmb_case_counter(c, "verify_overlaps", (double)v->overlaps);
     cmb_case_counter(c, "verify_misaligned", (double)v->misaligned);
@@ -172,9 +185,6 @@ void cmb_verify_finish(cmb_verify **vp, cmb_case *c)
                       (unsigned long long)v->outside);
     if (v->out_of_memory)
         cmb_case_note(c, "verify: host out of memory, some blocks not checked");
-    cmb_objpool_destroy(&v->nodes);
-    free(v);
-    *vp = NULL;
     double heap = heap_bytes(), rss = resident_bytes();
     if (heap >= 0)
         cmb_case_counter(c, "host_heap_bytes", heap);

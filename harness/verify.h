@@ -7,8 +7,11 @@
  *   verify_outside     the block does not lie inside memory the allocator
  *                      holds from its upstream (policies only);
  *   verify_overlaps    the block overlaps a block that is still live.
- * At the end of each repetition these counters are added to its results,
- * with the case process's host memory after the allocator was destroyed:
+ * Every instance of a repetition is checked, the case's own and each fresh
+ * trial instance (harness/instance.h), each against its own live blocks
+ * and upstream. At the end of the repetition the findings of all of them
+ * are added to its results, with the case process's host memory after the
+ * allocator was destroyed:
  *   host_heap_bytes    bytes held from malloc (glibc mallinfo2: in-use
  *                      chunks + mmapped chunks);
  *   host_heap_growth_bytes
@@ -29,17 +32,29 @@
 
 typedef struct cmb_verify cmb_verify;
 
+/* What the instances of a repetition showed, summed. */
+typedef struct cmb_verify_counts {
+    uint64_t instances;      /* instances checked (0: nothing to report) */
+    uint64_t overlaps, misaligned, outside;
+    int out_of_memory;       /* some blocks went unchecked               */
+} cmb_verify_counts;
+
 /* 1 when this case's repetitions are checked. */
 int cmb_verify_wanted(const cmb_fault_spec *fault);
 
 /* At the very start of a repetition: notes the host heap. */
 void cmb_verify_begin(const cmb_fault_spec *fault);
 
-/* Starts checking the traffic through mt (up may be NULL); *v stays NULL
- * when host memory runs out (the case then runs unchecked, with a note). */
-void cmb_verify_attach(cmb_verify **v, cmb_metered *mt, const cmb_upstream *up, cmb_case *c);
+/* Starts checking the traffic through mt (up may be NULL); NULL when
+ * host memory or an observer slot runs out (the instance then runs
+ * unchecked, with a note on the case). */
+cmb_verify *cmb_verify_attach(cmb_metered *mt, const cmb_upstream *up, cmb_case *c);
 
-/* Adds the counters to the case's repetition and frees the checker. */
-void cmb_verify_finish(cmb_verify **v, cmb_case *c);
+/* Adds v's findings to *sum and frees it (NULL: nothing). */
+void cmb_verify_detach(cmb_verify *v, cmb_verify_counts *sum);
+
+/* The repetition's counters and notes from *sum (nothing when no
+ * instance was checked), and the host memory now. */
+void cmb_verify_report(const cmb_verify_counts *sum, cmb_case *c);
 
 #endif /* CMB_VERIFY_H */

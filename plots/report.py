@@ -3,7 +3,7 @@
 HTML report (matplotlib figures embedded) and gnuplot quick-look plots.
 
     plots/report.py RUN_DIR [RUN_DIR ...] [-o report.html] [--plots DIR]
-                    [--findings FILE | --no-findings]
+                    [--findings FILE | --no-findings] [--fleet JOB_DIR]
 
 One directory: a report of that run. Several (one per GPU, driver or CUDA
 version): the same, plus the runs side by side with ratios against the
@@ -26,7 +26,7 @@ except ImportError:
     sys.exit(f"report: {sys.executable} has no matplotlib; run the report with /usr/bin/python3 "
              "(Debian: apt-get install python3-matplotlib)")
 
-from cmb_report import findings, gnuplot, html  # noqa: E402
+from cmb_report import findings, fleet, gnuplot, html  # noqa: E402
 from cmb_report.results import ReportError, load_runs  # noqa: E402
 
 DEFAULT_FINDINGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "findings.md")
@@ -48,6 +48,9 @@ def _parse(argv):
     doc.add_argument("--findings", metavar="FILE", help="Markdown rendered as the report's Findings section "
                                                         "(default: docs/findings.md of this tree, if there)")
     doc.add_argument("--no-findings", action="store_true", help="no Findings section")
+    ap.add_argument("--fleet", metavar="JOB_DIR", help="a job directory of ci/examples/slurm-suite.sbatch: the "
+                                                       "report opens with its nodes, GPUs and drivers side by side "
+                                                       "and names its missing runs (docs/cluster.md)")
     ap.add_argument("-q", "--quiet", action="store_true", help="only errors")
     return ap.parse_args(argv)
 
@@ -69,12 +72,15 @@ def main(argv=None):
     args = _parse(argv)
     try:
         runs = load_runs(args.runs)
+        fleet_html = fleet.section(runs, args.fleet) if fleet.wanted(runs, args.fleet) else None
         out = args.out or (os.path.join(runs[0].path, "report.html") if len(runs) == 1 else "cumembench-report.html")
         out_dir = os.path.dirname(out) or "."
         doc = _findings_file(args)
         doc_html = findings.render(doc, out_dir) if doc else None
         os.makedirs(out_dir, exist_ok=True)
         page, n_images = html.render(runs, doc_html)
+        if fleet_html:
+            page = fleet.insert(page, fleet_html)
         _write_atomic(out, page)
         say = (lambda *a: None) if args.quiet else (lambda *a: print("report:", *a, file=sys.stderr))
         say(f"wrote {out} ({n_images} figures, {len(runs)} run{'s' if len(runs) > 1 else ''}"
@@ -88,7 +94,7 @@ def main(argv=None):
             say(f"{run.label}: {len(images)} gnuplot files in {run_dir}")
             for why in left_out:
                 say(f"{run.label}: no {why}")
-    except ReportError as e:
+    except (ReportError, fleet.FleetError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -47,7 +47,6 @@
 #include <cuda_runtime_api.h>
 
 #include "../common/cmb_rng.h"
-#include "../harness/clock.h"
 #include "scenario.h"
 #include "scn_util.h"
 
@@ -275,6 +274,14 @@ static const cmb_param_spec contention_params[] = {
      "blocks requested under contention"},
 };
 
+/* The refusal is the point: how much the allocator still got, and whether
+ * it refused cleanly. */
+static const cmb_headline contention_headline = {
+    "measured", "+contended_capacity_ratio", "-", NULL,
+    {"obtained {obtained_bytes} of {available_bytes} available", "ratio {contended_capacity_ratio}",
+     "failed cleanly {failed_clean}", "recovered {recovered_bytes}", NULL},
+};
+
 const cmb_scenario cmb_scenario_contention = {
     .name = "contention",
     .question = "When another process takes GPU memory while my program runs, does my allocator fail cleanly, free "
@@ -284,4 +291,5 @@ const cmb_scenario cmb_scenario_contention = {
     .flags = CMB_SCN_NO_PROBE,
     .check = contention_check,
     .run = contention_run,
+    .headline = &contention_headline,
 };

@@ -63,6 +63,11 @@ static const cmb_param_spec fastpath_params[] = {
     {"live", CMB_P_INT, "1000", "1000", 0, 1e7, NULL, "blocks of mixed sizes allocated before the loop"},
 };
 
+static const cmb_headline fastpath_headline = {
+    NULL, NULL, NULL, NULL,
+    {"{time} per alloc+free pair", "peak reserved {peak_reserved_bytes}", NULL},
+};
+
 const cmb_scenario cmb_scenario_fastpath = {
     .name = "fastpath",
     .question = "What does one allocation and its free cost when the allocator serves it from memory it "
@@ -71,4 +76,5 @@ const cmb_scenario cmb_scenario_fastpath = {
     .n_params = sizeof fastpath_params / sizeof fastpath_params[0],
     .flags = CMB_SCN_MICRO | CMB_SCN_NO_PROBE,
     .run = fastpath_run,
+    .headline = &fastpath_headline,
 };

@@ -40,7 +40,6 @@
 #include "cublas_loader.h"
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../kernels/cmb_gemm_kernels.h"
 #include "../kernels/cmb_hash.h"
 #include "scenario.h"
@@ -374,6 +373,11 @@ static const char *const gemm_full_grids[] = {
     NULL,
 };
 
+static const cmb_headline gemm_headline = {
+    NULL, NULL, NULL, NULL,
+    {"{chunks} chunks", "time {time}", "peak reserved {peak_reserved_bytes}", "max rel. error {max_rel_err}", NULL},
+};
+
 const cmb_scenario cmb_scenario_gemm_chunked = {
     .name = "gemm-chunked",
     .question = "My matrix product does not fit: how much slower is it in chunks under a memory budget, what does "
@@ -385,4 +389,5 @@ const cmb_scenario cmb_scenario_gemm_chunked = {
     .full_grids = gemm_full_grids,
     .check = gemm_check,
     .run = gemm_run_case,
+    .headline = &gemm_headline,
 };

@@ -158,6 +158,12 @@ static const cmb_param_spec pinned_params[] = {
     {"iters", CMB_P_INT, "10", "10", 1, 1e6, NULL, "timed copies per direction and buffer kind"},
 };
 
+static const cmb_headline pinned_headline = {
+    NULL, NULL, NULL, NULL,
+    {"H2D GB/s pageable {h2d_gbs_pageable}, pinned {h2d_gbs_pinned}, registered {h2d_gbs_registered}",
+     "pinning pays after {breakeven_copies_pinned} copies", NULL},
+};
+
 const cmb_scenario cmb_scenario_pinned = {
     .name = "pinned",
     .question = "Are my host-device copies faster from pinned memory (cudaHostAlloc, cudaHostRegister) than from "
@@ -166,4 +172,5 @@ const cmb_scenario cmb_scenario_pinned = {
     .n_params = sizeof pinned_params / sizeof pinned_params[0],
     .flags = CMB_SCN_NEEDS_GPU | CMB_SCN_NO_PROBE,
     .run = pinned_run,
+    .headline = &pinned_headline,
 };

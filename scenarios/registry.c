@@ -13,6 +13,7 @@ extern const cmb_scenario cmb_scenario_leak_check;
 extern const cmb_scenario cmb_scenario_pinned;
 extern const cmb_scenario cmb_scenario_contention;
 extern const cmb_scenario cmb_scenario_fastpath;
+extern const cmb_scenario cmb_scenario_multi_gpu;
 /* test-only scenarios, found by name alone (scenarios/planted.c) */
 const cmb_scenario *_cmb_scenario_hidden(const char *name);
 
@@ -27,6 +28,7 @@ static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_pinned,
     &cmb_scenario_contention,
     &cmb_scenario_fastpath,
+    &cmb_scenario_multi_gpu,
 };
 
 size_t cmb_scenario_count(void)

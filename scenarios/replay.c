@@ -12,9 +12,13 @@
  * the allocations are real and per-operation latency is measured. An
  * allocation the allocator cannot serve is counted (replay_ooms) and its
  * later free skipped: the replay goes on, as a program catching the error
- * would. With find_min_capacity (sim), the trace is replayed again on fresh
- * instances to find the smallest device it fits in without an OOM, by
- * bisection to 2 MiB (RMM's replay guide does this search by hand).
+ * would; a replay with failed allocations did not fit (status oom, "did
+ * not fit: N allocations failed"). With find_min_capacity (sim), the trace
+ * is replayed again on fresh instances to find the smallest device it fits
+ * in without an OOM, by doubling from the case's capacity until it fits,
+ * then bisection to 2 MiB (RMM's replay guide does this search by hand).
+ * Sim is deterministic: the search runs in the first repetition and the
+ * others report its result.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +26,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../traces/trace.h"
 #include "scenario.h"
 
@@ -214,21 +217,42 @@ static cmb_status fit_fn(cmb_case *c, void *arg)
     return st;
 }
 
+#define MIN_CAPACITY_STEP (2ull << 20)
+#define MIN_CAPACITY_MAX (1ull << 40) /* the capacity parameter's own bound */
+
+/* The smallest capacity that fits lies in (lo, hi]: from `hi` (the case's
+ * capacity), doubled until the trace fits. 0 when it fits nowhere below
+ * MIN_CAPACITY_MAX. */
+static cmb_status fitting_bound(cmb_case *c, fit_probe *p, uint64_t *lo, uint64_t *hi)
+{
+    for (;;) {
+        cmb_status st = cmb_case_with_fresh_allocator(c, *hi, fit_fn, p, NULL);
+        if (st != CMB_OK)
+            return st;
+        if (!p->ooms)
+            return CMB_OK;
+        if (*hi >= MIN_CAPACITY_MAX) {
+            *hi = 0;
+            return CMB_OK;
+        }
+        *lo = *hi;
+        *hi = *hi * 2 < MIN_CAPACITY_MAX ? *hi * 2 : MIN_CAPACITY_MAX;
+    }
+}
+
 static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, uint64_t hi, uint64_t *best)
 {
-    const uint64_t step = 2u << 20;
+    const uint64_t step = MIN_CAPACITY_STEP;
     replay_run once = *run;
     once.passes = 1; /* one pass decides whether the trace fits */
     fit_probe p = {&once, 0};
     lo = lo / step * step;
-    hi = (hi + step - 1) / step * step;
+    hi = hi ? (hi + step - 1) / step * step : step;
     *best = 0;
     /* invariant: lo does not fit (or is the lower bound), hi fits */
-    cmb_status st = cmb_case_with_fresh_allocator(c, hi, fit_fn, &p, NULL);
-    if (st != CMB_OK)
-        return st;
-    if (p.ooms)
-        return CMB_OK; /* does not fit even the whole device */
+    cmb_status st = fitting_bound(c, &p, &lo, &hi);
+    if (st != CMB_OK || !hi)
+        return st; /* !hi: does not fit even MIN_CAPACITY_MAX */
     while (hi - lo > step) {
         uint64_t mid = (lo + (hi - lo) / 2) / step * step;
         if (mid <= lo)
@@ -263,6 +287,31 @@ static void trace_counters(cmb_case *c, const loaded_trace *t, uint64_t passes, 
         cmb_case_counter(c, "events_per_s", (double)(t->n * passes) / seconds);
 }
 
+/* The search, once per case: sim replays are deterministic, so every
+ * repetition of the case (one process) reports the first one's result. */
+static cmb_status min_capacity(cmb_case *c, replay_run *run)
+{
+    static int searched;
+    static uint64_t found;
+    if (cmb_case_mode(c) != CMB_MODE_SIM) {
+        cmb_case_note(c, "find_min_capacity runs in sim mode only");
+        return CMB_OK;
+    }
+    if (!searched) {
+        /* the blocks of the main replay stay live for the harness's probe:
+         * the search runs on fresh instances with their own devices */
+        cmb_status st = find_min_capacity(c, run, 0, cmb_case_capacity(c), &found);
+        if (st != CMB_OK)
+            return st;
+        searched = 1;
+    }
+    if (found)
+        cmb_case_counter(c, "min_capacity_bytes", (double)found);
+    else
+        cmb_case_note(c, "the trace does not fit a device of 1 TiB");
+    return CMB_OK;
+}
+
 static cmb_status replay_run_case(cmb_case *c)
 {
     const char *path = cmb_param_str(c, "trace");
@@ -286,20 +335,8 @@ static cmb_status replay_run_case(cmb_case *c)
     if (st == CMB_OK)
         trace_counters(c, &cache, run.passes, run.ooms, seconds);
 
-    if (st == CMB_OK && cmb_param_bool(c, "find_min_capacity")) {
-        if (cmb_case_mode(c) != CMB_MODE_SIM) {
-            cmb_case_note(c, "find_min_capacity runs in sim mode only");
-        } else {
-            uint64_t best;
-            /* the blocks of the main replay stay live for the harness's probe:
-             * the search runs on fresh instances with their own devices */
-            st = find_min_capacity(c, &run, 0, cmb_case_capacity(c), &best);
-            if (st == CMB_OK && best)
-                cmb_case_counter(c, "min_capacity_bytes", (double)best);
-            else if (st == CMB_OK)
-                cmb_case_note(c, "the trace does not fit the whole device");
-        }
-    }
+    if (st == CMB_OK && cmb_param_bool(c, "find_min_capacity"))
+        st = min_capacity(c, &run);
     free(run.ptr);
     return st;
 }
@@ -345,6 +382,14 @@ static const cmb_param_spec replay_params[] = {
      "read the clock around every operation; false for throughput runs (no latency counters)"},
 };
 
+/* Fits or not (the harness's status: "did not fit: N allocations failed"),
+ * then the smallest device it fits and what it held for what it asked. */
+static const cmb_headline replay_headline = {
+    "fits", NULL, NULL, NULL,
+    {"min capacity {min_capacity_bytes}", "peak reserved {peak_reserved_bytes} for {peak_requested_bytes} requested",
+     "time {time}", NULL},
+};
+
 const cmb_scenario cmb_scenario_replay = {
     .name = "replay",
     .question = "Would my recorded workload fit, and how much would it hold, under another allocator or "
@@ -354,4 +399,5 @@ const cmb_scenario cmb_scenario_replay = {
     .flags = CMB_SCN_TIMELINE | CMB_SCN_NO_PROBE, /* fit and hold, not the capacity after */
     .check = replay_check,
     .run = replay_run_case,
+    .headline = &replay_headline,
 };

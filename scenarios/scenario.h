@@ -56,10 +56,32 @@ enum {
                                       iteration count; run() drives the loop with
                                       cmb_case_keep_running                       */
     CMB_SCN_NO_PROBE = 1u << 2,    /* skip the capacity probe after run()         */
-    CMB_SCN_TIMELINE = 1u << 3     /* record a memory timeline by default (the
+    CMB_SCN_TIMELINE = 1u << 3,    /* record a memory timeline by default (the
                                       first repetition's requested / reserved
                                       bytes over time, harness/timeline.h)        */
+    CMB_SCN_OWN_PROCESSES = 1u << 4 /* the traffic runs in processes the scenario
+                                      starts: the case's own instance stays idle,
+                                      so its operation and allocator counters are
+                                      left out (multi-gpu)                        */
 };
+
+/* What a case's console line and the answer table lead with: the
+ * scenario's own answer, not the standard counters. Every field may be
+ * NULL (the defaults in brackets). harness/answer.c prints it;
+ * plots/cmb_report/headlines.py reads the same initializers for the report,
+ * so keep them positional. */
+typedef struct cmb_headline {
+    const char *ok_word;     /* a finished case's status word ("fits") [ok]                        */
+    const char *memory;      /* the counter "best for memory" compares, lower is better; a leading
+                                '+' means higher is better ("+max_batch") [peak_reserved_bytes]    */
+    const char *requested;   /* the requested peak behind `memory`: a case that served less than
+                                the others is not compared on memory [peak_requested_bytes; "-": none] */
+    const char *frag;        /* the fragmentation the report ranks [frag_ratio]                    */
+    const char *items[8];    /* the console line after the status word: text with {counter}
+                                placeholders ({time}: the case's time); an item whose counters the
+                                case did not report is left out. NULL-terminated [time, alloc p50,
+                                reserved, frag, capacity ratio]                                    */
+} cmb_headline;
 
 typedef struct cmb_scenario {
     const char *name;
@@ -77,6 +99,7 @@ typedef struct cmb_scenario {
      * that it does not fit this device (return 1 and a reason: skipped). */
     int (*check)(const cmb_case *c, char *err, size_t errlen);
     cmb_status (*run)(cmb_case *c);
+    const cmb_headline *headline; /* NULL: the standard line */
 } cmb_scenario;
 
 /* --- calls available to run() ------------------------------------------------------ */
@@ -90,6 +113,9 @@ int cmb_case_device(const cmb_case *c);
  * when the case started, or the --capacity cap if lower). */
 uint64_t cmb_case_capacity(const cmb_case *c);
 const char *cmb_case_allocator_name(const cmb_case *c);
+/* The allocator as given: NAME[:k=v...][@UPSTREAM] (for processes the
+ * scenario starts, which make instances of their own). */
+const char *cmb_case_allocator_spec(const cmb_case *c);
 
 /* Parameter values of this case (validated before run() is called). */
 uint64_t cmb_param_u64(const cmb_case *c, const char *name);
@@ -151,12 +177,19 @@ void cmb_case_set_time(cmb_case *c, double seconds);
  * sampling, peak snapshots, timelines), so a timed region measures the
  * allocator and the scenario's work only. */
 double cmb_case_clock(const cmb_case *c);
-/* A scenario counter; bytes_like prints with 1024 multiples. */
+/* A scenario counter of this repetition (a later value of the same name
+ * replaces the earlier one; NaN leaves it out). */
 void cmb_case_counter(cmb_case *c, const char *name, double value);
 /* A note for the output (e.g. "GPU kernels skipped in sim mode"). */
 void cmb_case_note(cmb_case *c, const char *fmt, ...);
 /* Record why the case failed; returns `status` for `return cmb_case_fail(...)`. */
 cmb_status cmb_case_fail(cmb_case *c, cmb_status status, const char *fmt, ...);
+/* The workload did not fit: `n_failed` of its allocations failed for lack
+ * of memory and the scenario stopped short (or went on without them). The
+ * repetition is not a failure: its numbers are recorded with status oom
+ * and "did not fit: N allocations failed" (harness/schema.h), the console
+ * says so, and the run's exit status stays 0. n_failed 0 clears it. */
+void cmb_case_set_oom(cmb_case *c, uint64_t n_failed);
 /* Leave live blocks unfreed at the end (leak-check scenarios). */
 void cmb_case_keep_live_blocks(cmb_case *c);
 

@@ -38,7 +38,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../kernels/cmb_shmem_kernels.h"
 #include "scenario.h"
 #include "scn_util.h"
@@ -247,6 +246,12 @@ static const cmb_param_spec shmem_params[] = {
     {"threads", CMB_P_INT, "256", "256", 32, 1024, NULL, "threads per block (a multiple of 32)"},
 };
 
+static const cmb_headline shmem_headline = {
+    NULL, NULL, NULL, NULL,
+    {"occupancy {occ_p0} at no shared memory, {occ_p100} at the maximum",
+     "free memory change {device_free_delta_bytes}", "time {time}", NULL},
+};
+
 const cmb_scenario cmb_scenario_shared_mem = {
     .name = "shared-mem",
     .question = "Does heavy shared-memory use take device memory from my allocations or change the allocator's "
@@ -256,4 +261,5 @@ const cmb_scenario cmb_scenario_shared_mem = {
     .flags = CMB_SCN_NEEDS_GPU | CMB_SCN_NO_PROBE,
     .check = shmem_check,
     .run = shmem_run,
+    .headline = &shmem_headline,
 };

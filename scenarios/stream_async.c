@@ -356,6 +356,13 @@ static const char *const stream_async_full_grids[] = {
     NULL,
 };
 
+/* Which streams got the freed block back (shares of trials), then phase 1. */
+static const cmb_headline stream_async_headline = {
+    NULL, NULL, NULL, NULL,
+    {"reuse hit: same stream {reuse_hit_same}", "after an event {reuse_hit_event}", "unrelated {reuse_hit_none}",
+     "peak reserved {peak_reserved_bytes}", "time {time}", NULL},
+};
+
 const cmb_scenario cmb_scenario_stream_async = {
     .name = "stream-async",
     .question = "When I free memory on one stream while kernels still run, how soon can the same stream, an "
@@ -366,4 +373,5 @@ const cmb_scenario cmb_scenario_stream_async = {
     .full_grids = stream_async_full_grids,
     .check = stream_async_check,
     .run = stream_async_run,
+    .headline = &stream_async_headline,
 };

@@ -68,7 +68,8 @@ def read_runs(runs):
     for run in runs:
         for text in open_csvs(run):
             for row in csv.DictReader(io.StringIO(text)):
-                key = (row["scenario"], row["params"], row["allocator"])
+                label = row["allocator"] + (":" + row["options"] if row.get("options") else "")
+                key = (row["scenario"], row["params"], label)
                 c = cases.setdefault(key, Case())
                 if row["status"] != "ok":
                     c.status, c.reason = row["status"], row.get("error", "")

@@ -136,7 +136,8 @@ class Skips(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         by_alloc = {}
         for row in rows(out):
-            by_alloc.setdefault(row["allocator"], set()).add((row["status"], row["error"]))
+            label = row["allocator"] + (":" + row["options"] if row.get("options") else "")
+            by_alloc.setdefault(label, set()).add((row["status"], row["error"]))
         self.assertEqual({s for s, _ in by_alloc["cupy"]}, {"ok"})
         for alloc in ("real:cupy", "real:rmm-pool", "real:torch-caching:max_split_size_mb=256"):
             (status, reason), = by_alloc[alloc]
@@ -154,7 +155,9 @@ class Skips(unittest.TestCase):
         shutil.rmtree(out, ignore_errors=True)
         p = run(["--mode", "sim", "--scenario", "fastpath", "--param", "size=512B", "--repetitions", "1",
                  "--allocator", "real:rmm-pool", "--out", out], binary=r.bin)
-        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.returncode, 1, p.stderr)  # nothing ran: the reason on screen, exit 1
+        self.assertIn("nothing ran", p.stderr)
+        self.assertIn("pip install librmm-cu13", p.stderr)
         (row,) = rows(out)
         self.assertEqual(row["status"], "skipped")
         self.assertIn("libcmb_real_rmm.so not built", row["error"])

@@ -57,7 +57,8 @@ static void outputs_are_valid_and_compare_py_reads_them(void **state)
         fail_msg("results.json: %s", out);
     snprintf(cmd, sizeof cmd, "head -1 %s/a/results.csv", dir);
     cmb_test_sh(cmd, out, sizeof out);
-    assert_string_equal(out, "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n");
+    assert_string_equal(out, "run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error,"
+                             "options,impl\n");
     snprintf(cmd, sizeof cmd, "grep -c ',ok,peak_reserved_bytes,' %s/a/results.csv", dir);
     cmb_test_sh(cmd, out, sizeof out);
     assert_string_equal(out, "5\n");

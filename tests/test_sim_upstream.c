@@ -176,6 +176,34 @@ static void events_complete_at_once(void **state)
     cmb_upstream_close(u);
 }
 
+/* cmb_upstream_ops is generated from CMB_UPSTREAM_OPS and is part of the
+ * plug-in ABI: its fields keep the places plug-ins were built with. */
+static void ops_table_keeps_the_abi_order(void **state)
+{
+    (void)state;
+    static const size_t at[] = {
+        offsetof(cmb_upstream_ops, alloc),        offsetof(cmb_upstream_ops, free),
+        offsetof(cmb_upstream_ops, va_reserve),   offsetof(cmb_upstream_ops, va_release),
+        offsetof(cmb_upstream_ops, map),          offsetof(cmb_upstream_ops, unmap),
+        offsetof(cmb_upstream_ops, event_record), offsetof(cmb_upstream_ops, event_query),
+        offsetof(cmb_upstream_ops, event_destroy), offsetof(cmb_upstream_ops, stream_sync),
+        offsetof(cmb_upstream_ops, mem_info),     offsetof(cmb_upstream_ops, event_rerecord),
+    };
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+        assert_int_equal(at[i], i * sizeof(void (*)(void)));
+    assert_int_equal(sizeof(cmb_upstream_ops), sizeof at / sizeof at[0] * sizeof(void (*)(void)));
+    /* every op is filled in by the accounting layer */
+    cmb_upstream_config cfg;
+    cmb_upstream *u;
+    char err[128];
+    cmb_upstream_config_default(&cfg);
+    assert_int_equal(cmb_upstream_open(&cfg, &u, err, sizeof err), CMB_OK);
+#define FILLED(name, params, args, how) assert_non_null(u->ops->name);
+    CMB_UPSTREAM_OPS(FILLED)
+#undef FILLED
+    cmb_upstream_close(u);
+}
+
 static void bad_configuration(void **state)
 {
     (void)state;
@@ -201,6 +229,7 @@ int main(void)
         cmocka_unit_test(fault_capacity_cap),
         cmocka_unit_test(events_complete_at_once),
         cmocka_unit_test(bad_configuration),
+        cmocka_unit_test(ops_table_keeps_the_abi_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,47 +9,63 @@ usage: results-table.py RUN_DIR --scenario S [--metric M[:unit] ...]
 --pivot P: one metric, one column per value of the parameter P (a grid as
 a matrix); --median-only drops the spreads (they are in the run's files).
 units: ns us ms s GiB MiB x (ratio) raw; time_s is the case time.
+
+It reads the run's results.csv by column (tools/cmb_schema.py): one row per
+allocator configuration (allocator, options, upstream), whatever its
+options hold ('/' included), and results.json only for the environment.
 """
 import argparse
+import gzip
 import json
 import os
 import statistics
 import sys
 from collections import defaultdict
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
-from cmb_report.results import existing, open_text  # noqa: E402  (reads .gz runs too)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cmb_schema  # noqa: E402  (reads .gz runs too)
 
 SCALE = {"ns": (1e9, "ns"), "us": (1e6, "us"), "ms": (1e3, "ms"), "s": (1, "s"),
          "GiB": (1 / 2**30, "GiB"), "MiB": (1 / 2**20, "MiB"), "x": (1, ""), "raw": (1, "")}
 
 
-def load(run):
-    path = run if run.endswith((".json", ".json.gz")) else run + "/results.json"
-    with open_text(existing(path) or path) as f:  # committed runs are kept compressed
-        return json.load(f)
+def context(run):
+    """The environment block of the run's results.json (or .json.gz)."""
+    path = run if run.endswith((".json", ".json.gz")) else os.path.join(run, "results.json")
+    if not os.path.isfile(path) and os.path.isfile(path + ".gz"):
+        path += ".gz"
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:  # committed runs are kept compressed
+        return json.load(f)["context"]
 
 
-def parse_name(name):
-    """scenario/allocator/key:value/...; a value may hold '/' (a trace's
-    path), so a part without ':' continues the value before it."""
-    parts = name.split("/")
-    params, last = {}, None
-    for p in parts[2:]:
-        if ":" in p:
-            k, v = p.split(":", 1)
-            params[k] = v
-            last = k
-        elif last is not None:
-            params[last] += "/" + p
-    return parts[0], parts[1], params
+def repetitions(rows):
+    """{(label, params): {repetition: {metric: value}}} of the ok and oom
+    rows, failures {(label, params): [error, ...]} (one per failed
+    repetition or failed case), and the keys in the order the run holds
+    them. Skipped cases are left out."""
+    reps, failed, order = defaultdict(dict), defaultdict(list), []
+    for row in rows:
+        status = row["status"]
+        if status == "skipped":
+            continue
+        key = cmb_schema.key(row)
+        if key not in reps and key not in failed:
+            order.append(key)
+        if status == "failed":
+            failed[key].append(row["error"] or "failed")
+        elif status in ("ok", "oom"):
+            rep = reps[key].setdefault(int(row["repetition"]), {})
+            rep[row["metric"]] = float(row["value"])
+            if status == "oom":
+                rep["_oom"] = row["error"]
+        else:
+            raise SystemExit(f"results-table.py: status '{status}' unknown (expected {', '.join(cmb_schema.STATUSES)})")
+    return reps, failed, order
 
 
-def value_of(b, metric):
-    if metric == "time_s":
-        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[b["time_unit"]]
-        return b["real_time"] * unit
-    return b.get(metric)
+def value_of(rep, metric):
+    return rep.get(metric)
 
 
 def fmt(vals, unit):
@@ -77,31 +93,27 @@ def main():
     a = ap.parse_args()
     if a.pivot and len(a.metric) != 1:
         ap.error("--pivot takes exactly one --metric")
-    d = load(a.run)
-    ctx = d["context"]
+    ctx = context(a.run)
     where = dict(w.split("=", 1) for w in a.where)
     cols = [c for c in a.columns.split(",") if c]
     allow = [x for x in a.allocators.split(",") if x]
-    rows = defaultdict(list)
-    failed = {}
-    n_failed = defaultdict(int)  # repetitions of a key that failed
-    order = []
-    for b in d["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
-        scen, alloc, params = parse_name(b["name"])
-        if scen != a.scenario or any(params.get(k) != v for k, v in where.items()):
-            continue
-        if allow and alloc not in allow:
-            continue
-        key = (alloc,) + tuple(params.get(c, "") for c in cols)
-        if key not in rows and key not in failed:
+    try:
+        rows = [r for r in cmb_schema.read_rows(a.run) if r["scenario"] == a.scenario]
+    except cmb_schema.SchemaError as e:
+        raise SystemExit(f"results-table.py: {e}")
+    rows = [r for r in rows if all(cmb_schema.params(r).get(k) == v for k, v in where.items())
+            and (not allow or cmb_schema.label(r) in allow)]
+    reps, errors, by_case = repetitions(rows)
+    rows, failed, n_failed, order = defaultdict(list), {}, defaultdict(int), []
+    for label, params in by_case:  # one line per configuration and --columns values
+        pd = dict(kv.split("=", 1) for kv in params.split(";") if "=" in kv)
+        key = (label,) + tuple(pd.get(c, "") for c in cols)
+        if key not in order:
             order.append(key)
-        if b.get("error_occurred"):
-            failed[key] = b.get("error_message", "failed")
-            n_failed[key] += 1
-            continue
-        rows[key].append(b)
+        rows[key] += [reps[(label, params)][r] for r in sorted(reps[(label, params)])]
+        if errors[(label, params)]:
+            failed[key] = errors[(label, params)][-1]
+            n_failed[key] += len(errors[(label, params)])
     if allow:
         order.sort(key=lambda k: allow.index(k[0]))  # stable: run order within
     metrics = [m.split(":") if ":" in m else (m, "raw") for m in a.metric]
@@ -119,6 +131,8 @@ def main():
             cells = [fmt([v for v in (value_of(b, m) for b in rows[key]) if v is not None], u) for m, u in metrics]
             if key in partly:
                 cells = [c + " †" for c in cells]
+            if any("_oom" in b for b in rows[key]):
+                cells = [c + " ‡" for c in cells]
         print("| " + " | ".join(list(key) + cells) + " |")
     footer(ctx, rows)
     notes(rows, failed, partly)
@@ -156,10 +170,15 @@ def print_pivot(a, cols, metric, rows, failed, order, ctx, partly):
 
 
 def notes(rows, failed, partly):
-    """† marks a median over fewer repetitions: the others failed (why, below)."""
+    """† marks a median over fewer repetitions: the others failed (why, below);
+    ‡ a workload that did not fit (its numbers are of a run that stopped short)."""
     for key, n in partly.items():
         print(f"† {'/'.join(key)}: {n} of {n + len(rows[key])} repetitions failed, the figure is over "
               f"the other {len(rows[key])}: {failed[key]}")
+    for key, reps in rows.items():
+        oom = [b["_oom"] for b in reps if "_oom" in b]
+        if oom:
+            print(f"‡ {'/'.join(key)}: {len(oom)} of {len(reps)} repetitions {oom[0]}")
 
 
 def footer(ctx, rows):

@@ -7,7 +7,9 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from . import headlines as H
 from . import metrics as M
+from .impl import TIME_LABEL as IMPL_TIME_LABEL
 
 
 def _union(seq):
@@ -82,22 +84,25 @@ def short_params(params, param_list):
 
 @dataclass
 class Cell:
-    kind: str           # value, failed, skipped, missing, na
+    kind: str           # value, failed, oom, skipped, missing, na
     text: str
     title: str = ""
     stat: object = None
     partial: bool = False
 
 
-def cell(case, metric):
+def cell(case, metric, oom_values=False):
     """A case's value of one metric as the tables show it; never a 0 for
-    something that was not measured."""
+    something that was not measured. A case that did not fit shows as such;
+    with oom_values its numbers are shown (marked), for the detail tables."""
     if case is None:
         return Cell("missing", "not run", "no such case in this run")
     if case.status == "skipped":
         return Cell("skipped", "skipped", case.reason)
     if case.status == "failed":
         return Cell("failed", "FAILED", case.reason)
+    if case.status == "oom" and not oom_values:
+        return Cell("oom", "did not fit", case.reason)
     st = case.stat(metric)
     if st is None:
         return Cell("na", "n/a", f"{metric} was not reported for this case")
@@ -110,6 +115,9 @@ def cell(case, metric):
     if case.status == "partial":
         c.partial = True
         c.title = f"{title}; PARTIAL: {case.reason}"
+    if case.status == "oom":
+        c.partial = True
+        c.title = f"{title}; DID NOT FIT: {case.reason}"
     return c
 
 
@@ -122,17 +130,34 @@ def ratio(a, b):
 
 # --- ranking --------------------------------------------------------------------------
 
+SERVED_TOL = 1e-3   # peak requested this far below the set's highest: served less, not ranked on memory
+MEMORY_METRICS = ("peak_reserved_bytes", "frag_ratio")
+
+
+def ranked_metrics(mode):
+    """What a run's mode measures: in sim the times are host bookkeeping, so
+    only memory is ranked."""
+    return [m for m in M.RANKED if mode != "sim" or m != "time_s"]
+
 
 @dataclass
 class RankRow:
     allocator: str
     rank: object            # int, or None when it has no result at all
-    scores: dict            # metric -> (score, rank) or None
+    scores: dict            # metric -> (score, rank or None) or None; rank None: shown, not ranked
     ok: int
     total: int
     failed: int
     skipped: int
     partial: int
+    oom: int = 0
+    oom_reason: str = ""
+    impl: str = ""
+    served_less: int = 0    # parameter sets left out of the memory ranks
+
+    def overall(self):
+        ranks = [v[1] for v in self.scores.values() if v and v[1] is not None]
+        return sum(ranks) / len(ranks) if ranks else None
 
 
 def _score(metric, values, bests):
@@ -146,56 +171,259 @@ def _score(metric, values, bests):
     return sum(values) / len(values)
 
 
-def ranking(run, scenario, all_allocators=()):
-    """Rows sorted by overall rank: the mean of the allocator's ranks on the
-    RANKED metrics it has; allocators without any result come last, and
-    those of all_allocators the run has no case of (total 0) after them."""
-    cases = run.cases_of(scenario)
-    psets = _union(c.params for c in cases)
-    allocs = _union([c.allocator for c in cases] + list(all_allocators))
+def columns(scenario):
+    """{ranked column: the counter behind it}: the scenario's own where its
+    headline names one (churn: the churn phase's peak and fragmentation, not
+    the checkerboard's)."""
+    h = H.of(scenario)
+    return {"time_s": "time_s",
+            "peak_reserved_bytes": h.memory if h.memory.endswith("peak_reserved_bytes") else "peak_reserved_bytes",
+            "frag_ratio": h.frag, "capacity_ratio": "capacity_ratio"}
+
+
+def requested_of(scenario, memory):
+    """The requested peak behind a memory counter, or "" when there is none."""
+    h = H.of(scenario)
+    return h.requested if memory == h.memory else "peak_requested_bytes" if memory.endswith("_bytes") else ""
+
+
+def _served_less(cases, requested="peak_requested_bytes"):
+    """{(params, allocator)} of finished cases whose peak requested is more
+    than SERVED_TOL below the highest of their parameter set: they served
+    less (their allocations failed and the scenario went on), so their
+    smaller peak is no merit."""
+    top, out = {}, set()
+    if not requested:
+        return out
+    for c in cases:
+        st = c.stat(requested) if c.ran else None
+        if st:
+            top[c.params] = max(top.get(c.params, 0), st.median)
+    for c in cases:
+        st = c.stat(requested) if c.ran else None
+        if st and st.median < (1 - SERVED_TOL) * top[c.params]:
+            out.add((c.params, c.allocator))
+    return out
+
+
+def _rows(run, scenario, cases, allocs):
     rows = {a: RankRow(a, None, {}, 0, 0, 0, 0, 0) for a in allocs}
     for c in cases:
         row = rows[c.allocator]
+        row.impl = row.impl or c.impl
         row.total += 1
-        row.ok += c.status in ("ok", "partial")
+        row.ok += c.ran
         row.partial += c.status == "partial"
         row.failed += c.status == "failed"
         row.skipped += c.status == "skipped"
-    for m in M.RANKED:
-        lower = M.metric(m).better != "higher"
-        best = {}
-        for p in psets:
-            vals = [c.stat(m).median for c in cases if c.params == p and c.status in ("ok", "partial") and c.stat(m)]
-            if vals:
-                best[p] = min(vals) if lower else max(vals)
-        scores = {}
+        if c.status == "oom":
+            row.oom += 1
+            row.oom_reason = row.oom_reason or c.reason
+    return rows
+
+
+def _metric_scores(run, scenario, cases, psets, allocs, m, short):
+    """{allocator: score} and the allocators competing for a rank on the
+    column m (its counter: columns())."""
+    lower = M.metric(m).better != "higher"
+    timed = m == "time_s" and run.mode != "sim"
+    counter = columns(scenario)[m]
+    competing = {c.allocator for c in cases if not timed or c.impl == "real"}
+    if not competing & {c.allocator for c in cases if c.ran}:
+        competing = set()  # no real allocator timed: times shown, none ranked
+
+    def value(p, a):
+        c = find(run, scenario, p, a)
+        if not c or not c.ran or (m in MEMORY_METRICS and (p, a) in short):
+            return None
+        st = c.stat(counter)
+        return st.median if st else None
+
+    best = {}
+    for p in psets:
+        vals = [v for a in allocs for v in [value(p, a)] if v is not None and (a in competing or not competing)]
+        if vals:
+            best[p] = min(vals) if lower else max(vals)
+    scores = {}
+    for a in allocs:
+        pairs = [(value(p, a), best[p]) for p in psets if p in best and value(p, a) is not None]
+        s = _score(m, [v for v, _ in pairs], [b for _, b in pairs]) if pairs else None
+        if s is not None:
+            scores[a] = s
+    return scores, competing, lower
+
+
+def ranking(run, scenario, all_allocators=()):
+    """Rows sorted by overall rank: the mean of the allocator's ranks on the
+    metrics its run's mode measures (ranked_metrics). Cases that did not fit
+    (status oom), failed or served less than the others are not ranked on
+    what they could not show. On a GPU only real allocators are ranked on
+    time; an emulation's time is kept as a score without a rank (policy
+    bookkeeping, a lower bound). Ties: sim by peak reserved, a GPU by time,
+    then by name. Allocators without any rank come last; those of
+    all_allocators the run has no case of (total 0) after them."""
+    cases = run.cases_of(scenario)
+    psets = _union(c.params for c in cases)
+    allocs = _union([c.allocator for c in cases] + list(all_allocators))
+    rows = _rows(run, scenario, cases, allocs)
+    short = _served_less(cases, requested_of(scenario, columns(scenario)["peak_reserved_bytes"]))
+    for p, a in short:
+        rows[a].served_less += 1
+    metrics = ranked_metrics(run.mode)
+    for m in metrics:
+        scores, competing, lower = _metric_scores(run, scenario, cases, psets, allocs, m, short)
+        ranked = [a for a in scores if a in competing]
         for a in allocs:
-            pairs = []
-            for p in psets:
-                c = find(run, scenario, p, a)
-                st = c.stat(m) if c and c.status in ("ok", "partial") else None
-                if st and p in best:
-                    pairs.append((st.median, best[p]))
-            s = _score(m, [v for v, _ in pairs], [b for _, b in pairs]) if pairs else None
-            if s is not None:
-                scores[a] = s
-        order = sorted(scores, key=lambda a: scores[a] if lower else -scores[a])
-        for a in allocs:
-            if a in scores:
-                rank = 1 + sum(1 for b in order if (scores[b] < scores[a] if lower else scores[b] > scores[a]))
-                rows[a].scores[m] = (scores[a], rank)
-            else:
+            if a not in scores:
                 rows[a].scores[m] = None
+                continue
+            rank = None
+            if a in ranked:
+                rank = 1 + sum(1 for b in ranked if (scores[b] < scores[a] if lower else scores[b] > scores[a]))
+            rows[a].scores[m] = (scores[a], rank)
 
-    def overall(row):
-        ranks = [v[1] for v in row.scores.values() if v]
-        return sum(ranks) / len(ranks) if ranks else None
+    def tie(row):
+        key = "peak_reserved_bytes" if run.mode == "sim" else "time_s"
+        v = row.scores.get(key)
+        return v[0] if v and v[1] is not None else math.inf
 
-    ranked = [r for r in rows.values() if overall(r) is not None]
-    ranked.sort(key=lambda r: (overall(r), r.scores.get("time_s")[1] if r.scores.get("time_s") else 1e9))
+    ranked = [r for r in rows.values() if r.overall() is not None]
+    ranked.sort(key=lambda r: (r.overall(), tie(r), r.allocator))
     for i, r in enumerate(ranked, 1):
         r.rank = i
-    return ranked + [r for r in rows.values() if overall(r) is None]
+    return ranked + [r for r in rows.values() if r.overall() is None]
+
+
+# --- the answers -----------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    """The answer table of a scenario in one run: one line each."""
+    scenario: str
+    memory: str
+    time: str
+    not_fit: str
+    failed: str = ""
+
+
+def best(run, scenario, counter, higher=False, requested="", real_only=False):
+    """(the best allocators, the runner-up, its score / the best's) on one
+    counter: per allocator the geometric mean over the parameter sets of
+    value / the set's best value, over its cases that ran (not oom), did not
+    serve less than the others (on `requested`) and, with real_only, are
+    real allocators. As harness/answer.c computes it for the console."""
+    cases = run.cases_of(scenario)
+    short = _served_less(cases, requested)
+
+    def value(c):
+        if not c.ran or (c.params, c.allocator) in short or (real_only and c.impl != "real"):
+            return None
+        st = c.stat(counter)
+        return st.median if st else None
+
+    tops = {}
+    for c in cases:
+        v = value(c)
+        if v is not None:
+            tops[c.params] = v if c.params not in tops else max(tops[c.params], v) if higher else \
+                min(tops[c.params], v)
+    logs = OrderedDict()
+    for c in cases:
+        v = value(c)
+        if v is None:
+            continue
+        top = tops[c.params]
+        r = (1.0 if v == 0 else math.inf) if top == 0 else v / top
+        acc = logs.setdefault(c.allocator, [0.0, 0, False, False])
+        acc[0] += math.log(r) if 0 < r < math.inf else 0
+        acc[1] += 1
+        acc[2] |= r == 0
+        acc[3] |= r == math.inf
+    scores = OrderedDict((a, 0.0 if z else math.inf if i else math.exp(s_ / n)) for a, (s_, n, z, i) in logs.items())
+    if not scores:
+        return [], None, None
+
+    def better(x, y):
+        return x > y * (1 + TIE_TOL) if higher else x < y * (1 - TIE_TOL)
+
+    top = next(iter(scores.values()))
+    for v in scores.values():
+        top = v if better(v, top) else top
+    winners = [a for a, v in scores.items() if not better(top, v)]
+    rest = [(a, v) for a, v in scores.items() if better(top, v)]
+    nxt = None
+    for a, v in rest:
+        nxt = (a, v) if nxt is None or better(v, nxt[1]) else nxt
+    return winners, (nxt[0] if nxt else None), (nxt[1] / top if nxt and top > 0 else None)
+
+
+TIE_TOL = 1e-9
+
+
+def _best_text(found, what):
+    winners, nxt, ratio = found
+    if not winners:
+        return None
+    more = f"; next {nxt}" + (f" {ratio:.2f}x" if ratio is not None and math.isfinite(ratio) else "") if nxt else ""
+    return " = ".join(winners) + f" ({what}{more})"
+
+
+def memory_what(counter, higher):
+    if counter.endswith("peak_reserved_bytes"):
+        return "smallest " + counter[:-len("peak_reserved_bytes")].replace("_", " ") + "peak reserved"
+    return f"{'highest' if higher else 'lowest'} {counter}"
+
+
+def _memory_answer(run, scenario):
+    h = H.of(scenario)
+    text = _best_text(best(run, scenario, h.memory, h.memory_higher, h.requested), memory_what(h.memory,
+                                                                                                 h.memory_higher))
+    return text or f"no allocator finished with {h.memory} to compare"
+
+
+def _time_answer(run, scenario):
+    if run.mode == "sim":
+        return "not ranked: sim times are host bookkeeping only (a GPU run measures time)"
+    text = _best_text(best(run, scenario, "time_s", real_only=True), "fastest real allocator") or \
+        "no real allocator was timed"
+    if any(c.ran and c.impl != "real" for c in run.cases_of(scenario)):
+        text += f"; emulations' times: {IMPL_TIME_LABEL}, not ranked"
+    return text
+
+
+def _oom_item(case):
+    counts = sorted(int(w) for e in case.oom_reps.values() for w in (e or "").split() if w.isdigit())
+    if not counts:
+        return case.allocator
+    n = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+    return f"{case.allocator} ({n} allocations failed)"
+
+
+def answer(run, scenario):
+    """Best for memory, best for time (real allocators on a GPU), what did
+    not fit, what failed: the lines harness/answer.c prints at the end of a
+    run, computed the same way."""
+    cases = run.cases_of(scenario)
+    if all(c.status == "skipped" for c in cases):
+        return Answer(scenario, "", "", "not run: " + _group_reasons(cases))
+    oom = [_oom_item(c) for c in cases if c.status == "oom"]
+    ans = Answer(scenario, _memory_answer(run, scenario), _time_answer(run, scenario),
+                 ", ".join(oom) if oom else "everything that ran fit")
+    failed = [c.allocator for c in cases if c.status == "failed"]
+    if failed:
+        ans.failed = ", ".join(failed)
+    return ans
+
+
+def _group_reasons(cases):
+    """'reason (N cases); ...' for skipped cases, most frequent first."""
+    counts = OrderedDict()
+    for c in cases:
+        if c.status == "skipped":
+            counts[c.reason] = counts.get(c.reason, 0) + 1
+    return "; ".join(f"{why} ({n} case{'s' if n > 1 else ''})"
+                     for why, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 # --- side by side ------------------------------------------------------------------------

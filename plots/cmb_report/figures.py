@@ -19,7 +19,7 @@ from .results import read_timeline  # noqa: E402
 
 MAX_PANELS = 12
 RUN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
-STATUS_COLORS = {"failed": "#c00000", "skipped": "#777777", "missing": "#777777", "na": "#999999"}
+STATUS_COLORS = {"failed": "#c00000", "oom": "#a04000", "skipped": "#777777", "missing": "#777777", "na": "#999999"}
 DPI = 90
 
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 9, "axes.grid": True, "grid.alpha": 0.3,
@@ -99,7 +99,7 @@ def metric_bars(runs, scenario, metric, title, overlay=None, note=""):
     psets = A.param_sets(runs, scenario)
     allocs, skipped = shown_allocators(runs, scenario)
     values = [c.stat(metric).median for r in runs for c in r.cases_of(scenario)
-              if c.status in ("ok", "partial") and c.stat(metric)]
+              if c.ran and c.stat(metric)]
     if not values or not allocs:
         return None
     shown = psets[:MAX_PANELS]
@@ -168,7 +168,7 @@ def _series_over(runs, scenario, param, metric):
     for run in runs:
         for c in run.cases_of(scenario):
             pd = c.param_dict()
-            if param not in pd or c.status not in ("ok", "partial") or not c.stat(metric):
+            if param not in pd or not c.ran or not c.stat(metric):
                 continue
             x = A.param_value(pd[param])
             if x is None:

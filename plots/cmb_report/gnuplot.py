@@ -52,7 +52,7 @@ def latency_rows(run):
         for c in run.cases_of(s):
             x = A.param_value(c.param_dict().get(size, ""))
             p50, p99 = c.stat("alloc_p50_ns"), c.stat("alloc_p99_ns")
-            if x is None or not p50 or c.status not in ("ok", "partial"):
+            if x is None or not p50 or not c.ran:
                 continue
             rows.append((_series(f"{s}/{c.allocator}", c.params, keys, size), x, p50.median,
                          p99.median if p99 else None))
@@ -85,7 +85,7 @@ def gemm_rows(run, scenario, budget):
     for c in run.cases_of(scenario):
         x = A.param_value(c.param_dict().get(budget, ""))
         st = c.stat("time_s")
-        if x is None or not st or c.status not in ("ok", "partial"):
+        if x is None or not st or not c.ran:
             continue
         rows.append((_series(c.allocator, c.params, keys, budget), x, st))
     rows.sort(key=lambda r: (r[0], r[1]))

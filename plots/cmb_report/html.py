@@ -9,6 +9,7 @@ import json
 from . import analysis as A
 from . import figures as F
 from . import metrics as M
+from .impl import TIME_LABEL as IMPL_TIME_LABEL
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 1.5em auto; max-width: 1250px;
@@ -27,6 +28,8 @@ td.failed { background: #fde2e2; color: #a00000; font-weight: bold; }
 td.skipped, td.missing { background: #f2f2f2; color: #777; font-style: italic; }
 td.na { color: #999; font-style: italic; }
 td.partial { background: #fff4d6; }
+td.oom { background: #fde9d9; color: #8a3b00; font-weight: bold; }
+td.bookkeeping { color: #777; }
 td.better { color: #0a6b0a; font-weight: bold; }
 td.worse { color: #b00000; font-weight: bold; }
 tr.differs td { background: #fffbe6; }
@@ -64,6 +67,8 @@ window.addEventListener('load', function () {
 """
 
 STATUS_WORDS = [
+    ("did not fit", "the case ran but its workload did not fit: some allocations failed (status oom). It is left "
+                    "out of every ranking and figure; its numbers are in the tables, marked"),
     ("FAILED", "the case (or all its repetitions) failed: the reason is in the cell's tooltip and in the list of "
                "failures; no number is shown"),
     ("partial", "some repetitions failed: the value is over the repetitions that finished (shaded, hatched in "
@@ -114,7 +119,8 @@ def _header(page, runs):
              f"{len(runs)} result director{'y' if len(runs) == 1 else 'ies'}</small></p>\n")
     page.add("<table><tr><th class='l'>column</th><th class='l'>directory</th><th class='l'>mode</th>"
              "<th class='l'>GPU</th><th class='l'>driver</th><th class='l'>CUDA runtime</th><th class='l'>preset</th>"
-             "<th class='l'>revision</th><th class='l'>date</th><th>ok</th><th>partial</th><th>failed</th>"
+             "<th class='l'>revision</th><th class='l'>date</th><th>ok</th><th>partial</th>"
+             "<th title='ran, but the workload did not fit: some allocations failed'>did not fit</th><th>failed</th>"
              "<th>skipped</th></tr>\n")
     for r in runs:
         c, n = r.context, r.counts()
@@ -123,7 +129,7 @@ def _header(page, runs):
                  f"<td class='l'>{esc(c.get('driver_version', '-'))}</td>"
                  f"<td class='l'>{esc(c.get('cuda_runtime', '-'))}</td><td class='l'>{esc(c.get('preset', '-'))}</td>"
                  f"<td class='l'>{esc(c.get('cumembench_revision', '-'))}</td><td class='l'>{esc(c.get('date', '-'))}"
-                 f"</td><td>{n['ok']}</td><td>{n['partial']}</td><td>{n['failed']}</td><td>{n['skipped']}</td></tr>\n")
+                 f"</td><td>{n['ok']}</td><td>{n['partial']}</td><td>{n['oom']}</td><td>{n['failed']}</td><td>{n['skipped']}</td></tr>\n")
     page.add("</table>\n")
     if any(r.mode == "sim" for r in runs):
         page.add("<p class='note'>Sim mode: peaks, fragmentation and capacity are exact over a simulated device; "
@@ -155,40 +161,69 @@ def _score_text(metric, score):
     return f"{score:.3f}"
 
 
+RANK_HEADS = {
+    "time_s": ("time vs best real", "GPU: geometric mean over parameter sets of median time / the best real "
+               "allocator's median time; only real allocators are ranked"),
+    "peak_reserved_bytes": ("peak reserved vs best", "geometric mean over parameter sets of median peak reserved / "
+                            "best; cases that served less than the others are left out"),
+    "frag_ratio": ("fragmentation (mean)", "mean over parameter sets of the median fragmentation ratio"),
+    "capacity_ratio": ("capacity ratio (worst)", "lowest median capacity ratio over the parameter sets"),
+}
+
+
+def _rank_cell(metric, v):
+    if v is None:
+        return "<td class='na' title='no result for this metric'>-</td>"
+    if v[1] is None:
+        return (f"<td class='bookkeeping' title='{esc(IMPL_TIME_LABEL)}: an emulation or suite policy, not the "
+                f"original library; its time is not ranked against real allocators'>{_score_text(metric, v[0])} "
+                f"<small>{esc(IMPL_TIME_LABEL)}</small></td>")
+    cls = "better" if v[1] == 1 else ""
+    return f"<td class='{cls}'>{_score_text(metric, v[0])} <small>#{v[1]}</small></td>"
+
+
+def _cases_text(r):
+    if not r.total:
+        return "not run", "missing"
+    notes = [f"did not fit: {r.oom_reason.replace('did not fit: ', '')}" if r.oom == 1 else
+             f"{r.oom} did not fit ({r.oom_reason})" if r.oom else "",
+             f"{r.failed} failed" if r.failed else "", f"{r.partial} partial" if r.partial else "",
+             f"{r.skipped} skipped" if r.skipped else "",
+             f"served less in {r.served_less}: not ranked on memory there" if r.served_less else ""]
+    notes = ", ".join(n for n in notes if n)
+    text = f"{r.ok}/{r.total} ran" + (f": {notes}" if notes else "")
+    cls = "oom" if r.rank is None and r.oom else "failed" if r.rank is None and r.failed else \
+        "missing" if r.rank is None else "partial" if notes else ""
+    return text, cls
+
+
 def _ranking_table(page, run, scenario, all_allocators):
     rows = A.ranking(run, scenario, all_allocators)
+    metrics = A.ranked_metrics(run.mode)
     page.add("<table><tr><th>rank</th><th class='l'>allocator</th>"
-             "<th title='geometric mean over parameter sets of median time / best median time'>time vs best</th>"
-             "<th title='geometric mean over parameter sets of median peak reserved / best'>peak reserved vs best</th>"
-             "<th title='mean over parameter sets of the median fragmentation ratio'>fragmentation (mean)</th>"
-             "<th title='lowest median capacity ratio over the parameter sets'>capacity ratio (worst)</th>"
-             "<th class='l'>cases</th></tr>\n")
+             + "".join(f"<th title='{esc(RANK_HEADS[m][1])}'>{esc(RANK_HEADS[m][0])}</th>" for m in metrics)
+             + "<th class='l'>cases</th></tr>\n")
     for r in rows:
-        cells = []
-        for m in M.RANKED:
-            v = r.scores.get(m)
-            if v is None:
-                cells.append("<td class='na' title='no result for this metric'>-</td>")
-            else:
-                cls = "better" if v[1] == 1 else ""
-                cells.append(f"<td class='{cls}'>{_score_text(m, v[0])} <small>#{v[1]}</small></td>")
-        cases = f"{r.ok}/{r.total} ran" if r.total else "not run"
-        notes = [f"{r.failed} failed" if r.failed else "", f"{r.partial} partial" if r.partial else "",
-                 f"{r.skipped} skipped" if r.skipped else ""]
-        notes = ", ".join(n for n in notes if n)
-        cls = "failed" if r.rank is None and r.failed else "missing" if r.rank is None else \
-            "partial" if notes else ""
-        page.add(f"<tr><td>{r.rank if r.rank is not None else '-'}</td><td class='l'>{esc(r.allocator)}</td>"
-                 f"{''.join(cells)}<td class='l {cls}'>{esc(cases)}{(': ' + esc(notes)) if notes else ''}</td></tr>\n")
+        cells = "".join(_rank_cell(m, r.scores.get(m)) for m in metrics)
+        text, cls = _cases_text(r)
+        page.add(f"<tr><td>{r.rank if r.rank is not None else '-'}</td><td class='l'>{esc(r.allocator)}"
+                 f"{' <small>(' + esc(r.impl) + ')</small>' if r.impl and r.impl != 'real' else ''}</td>"
+                 f"{cells}<td class='l {cls}'>{esc(text)}</td></tr>\n")
     page.add("</table>\n")
 
 
 def _summary(page, runs, scenarios):
+    sim = any(r.mode == "sim" for r in runs)
     page.add("<h2 id='summary'>Summary: allocators ranked per scenario</h2>\n"
-             "<p>Rank = the mean of the allocator's ranks on time, peak reserved, fragmentation and capacity ratio "
-             "(ties broken by time). <i>x vs best</i> is the geometric mean over the scenario's parameter sets of "
-             "the allocator's median divided by the best allocator's median there (1.00x = best everywhere). "
-             "Allocators with failed cases are ranked on the cases that ran; the cases column says so.</p>\n")
+             "<p>Rank = the mean of the allocator's ranks on the columns its run measures (ties broken by peak "
+             "reserved in sim, by time on a GPU). <i>x vs best</i> is the geometric mean over the scenario's "
+             "parameter sets of the allocator's median divided by the best allocator's median there (1.00x = best "
+             "everywhere). Cases that <b>did not fit</b> (some allocations failed) are not ranked; cases that "
+             "served less than the others are not ranked on memory; failed cases are left out and the cases "
+             "column says so."
+             + (" <b>Sim runs rank memory only</b>: their times are host bookkeeping." if sim else "")
+             + f" On a GPU only real allocators are ranked on time; the time of an emulation (or of the suite's "
+             f"own policies) is its <i>{esc(IMPL_TIME_LABEL)}</i>, shown without a rank.</p>\n")
     for s in scenarios:
         for r in runs:
             if not r.cases_of(s):
@@ -218,14 +253,16 @@ def _detail_table(page, run, scenario):
     page.add("</tr>\n")
     for p in psets:
         for c in (c for c in cases if c.params == p):
-            page.add(f"<tr><td class='l'>{esc(A.short_params(p, psets))}</td><td class='l'>{esc(c.allocator)}</td>"
+            alloc_td = (f"<td class='l oom' title='{esc(c.reason)}'>{esc(c.allocator)}: {esc(c.reason)}</td>"
+                        if c.status == "oom" else f"<td class='l'>{esc(c.allocator)}</td>")
+            page.add(f"<tr><td class='l'>{esc(A.short_params(p, psets))}</td>{alloc_td}"
                      f"<td class='l'>{esc(c.upstream)}</td><td>{len(c.reps)}/{c.n_reps}</td>")
             if c.status in ("failed", "skipped"):
                 cell = A.cell(c, cols[0] if cols else "time_s")
                 page.add(f"<td class='l reason {cell.kind}' colspan='{max(len(cols), 1)}' title='{esc(c.reason)}'>"
                          f"{esc(cell.text)}: {esc(c.reason)}</td></tr>\n")
                 continue
-            page.add("".join(page.td(A.cell(c, m)) for m in cols) + "</tr>\n")
+            page.add("".join(page.td(A.cell(c, m, oom_values=True)) for m in cols) + "</tr>\n")
     page.add("</table></div></details>\n")
 
 

@@ -2,6 +2,7 @@
 the exact definition, in the order the report shows them. Counters it does
 not know (a scenario's own) are shown after these, under their raw name."""
 
+import re
 from dataclasses import dataclass
 
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 class Metric:
     name: str
     label: str
-    unit: str          # "s", "ns", "bytes", "ratio", "count", "1/s"
+    unit: str          # "s", "ms", "us", "ns", "bytes", "ratio", "count", "1/s", "GB/s", "" (a plain number)
     better: str        # "lower", "higher" or "" (neither)
     definition: str
 
@@ -73,6 +74,166 @@ KNOWN = [
        "Invalid upstream calls (double free, unknown pointer): 0 for a correct policy."),
 ]
 
+# --- the harness's self-checks and the device check ---------------------------------------
+
+KNOWN += [
+    _M("upstream_injected_faults", "injected faults", "count", "",
+       "Upstream requests refused on purpose by --fault (fault injection); 0 without it."),
+    _M("verify_overlaps", "overlapping blocks", "count", "lower",
+       "Live blocks that overlapped another live block (a bug in the allocator); 0 for a correct one."),
+    _M("verify_misaligned", "misaligned blocks", "count", "lower",
+       "Blocks not aligned to 256 bytes, as cudaMalloc's are; 0 for a correct allocator."),
+    _M("verify_outside", "blocks outside", "count", "lower",
+       "Blocks not inside memory the allocator took from its upstream; 0 for a correct policy."),
+    _M("host_heap_bytes", "host heap", "bytes", "", "Host heap in use (mallinfo2) after the repetition."),
+    _M("host_heap_growth_bytes", "host heap growth", "bytes", "lower",
+       "Host heap at the end of the repetition minus at its start: host memory the allocator kept."),
+    _M("host_rss_bytes", "host RSS", "bytes", "", "The case process's resident set size after the repetition."),
+    _M("device_dirty_bytes", "device dirty", "bytes", "lower",
+       "GPU: device memory already in use by someone else when the case started (the device check)."),
+    _M("device_unreturned_bytes", "device unreturned", "bytes", "lower",
+       "GPU: device memory the case's process did not give back after it ended (the device check)."),
+]
+
+# --- scenario counters: each scenario's own, as docs/scenarios.md defines them ------------------
+
+KNOWN += [
+    # churn
+    _M("churn_allocations", "churn allocations", "count", "", "churn: allocations made by the random phase."),
+    _M("churn_peak_requested_bytes", "churn peak requested", "bytes", "",
+       "churn: highest live requested bytes during the random phase (the checkerboard excluded)."),
+    _M("churn_peak_reserved_bytes", "churn peak reserved", "bytes", "lower",
+       "churn: highest bytes the allocator held during the random phase: the churn's footprint, before the "
+       "checkerboard fills the device."),
+    _M("churn_frag_ratio", "churn fragmentation", "ratio", "lower",
+       "churn: 1 - churn peak requested / churn peak reserved, the random phase's fragmentation (the headline; "
+       "frag_ratio covers the checkerboard too)."),
+    _M("checkerboard_filled_bytes", "checkerboard filled", "bytes", "",
+       "churn: bytes the checkerboard allocated (fill x the capacity left after the churn)."),
+    _M("checkerboard_freed_blocks", "checkerboard freed", "count", "",
+       "churn: blocks of the checkerboard freed (every other one), leaving holes for the capacity probe."),
+    _M("checkerboard_s", "checkerboard time", "s", "", "churn: time of the checkerboard phase (not in time_s)."),
+    # replay
+    _M("replay_ooms", "failed allocations", "count", "lower",
+       "replay: allocations of the trace the allocator could not serve (the replay goes on without them). "
+       "0 = the trace fits; more = it did not fit (status oom)."),
+    _M("min_capacity_bytes", "min capacity", "bytes", "lower",
+       "replay (sim): the smallest device, in 2 MiB steps, on which the trace replays without a failed "
+       "allocation under this allocator (bisection over fresh instances)."),
+    _M("trace_events", "trace events", "count", "", "replay: events in the trace (allocations, frees, syncs)."),
+    _M("replayed_events", "replayed events", "count", "", "replay: trace events x passes."),
+    _M("trace_allocs", "trace allocations", "count", "", "replay: allocation events in the trace."),
+    _M("trace_frees", "trace frees", "count", "", "replay: free events in the trace."),
+    _M("trace_streams", "trace streams", "count", "", "replay: distinct streams in the trace (at most 16 kept)."),
+    _M("trace_skipped_failures", "skipped failures", "count", "",
+       "replay: allocation failures recorded in the trace (RMM logs), not replayed."),
+    _M("trace_unknown_frees", "unknown frees", "count", "",
+       "replay: frees of blocks allocated before the trace began, not replayed."),
+    _M("events_per_s", "events/s", "1/s", "higher", "replay: replayed events / time_s."),
+    # stream-async
+    _M("traffic_reuse_share", "reuse share", "ratio", "",
+       "stream-async: share of phase 1's allocations (rounds >= 1) that got an address the same stream freed the "
+       "round before."),
+    # gemm-chunked
+    _M("chunks", "chunks", "count", "", "gemm-chunked: tiles computed (1 for the whole product)."),
+    _M("tile_edge", "tile edge", "count", "", "gemm-chunked: edge of a tile, in matrix elements."),
+    _M("budget_bytes", "budget", "bytes", "", "gemm-chunked: the memory budget of the chunked product."),
+    _M("tflops", "TFLOP/s", "", "higher", "gemm-chunked (GPU): 2n^3 / time_s, in 10^12 operations per second."),
+    _M("gemm_s", "GEMM time", "s", "lower", "gemm-chunked (GPU): the GEMMs' own time (CUDA events around each)."),
+    _M("gemm_tflops", "GEMM TFLOP/s", "", "higher", "gemm-chunked (GPU): 2n^3 / gemm_s, in 10^12 per second."),
+    _M("max_rel_err", "max rel. error", "", "lower",
+       "gemm-chunked (GPU): largest |C_ij - ref_ij| / sum_k |a_ik b_kj| over the checked entries."),
+    _M("err_bound", "error bound", "", "", "gemm-chunked: the bound max_rel_err must stay under."),
+    _M("samples_checked", "entries checked", "count", "", "gemm-chunked: result entries checked against the reference."),
+    # batch-sweep
+    _M("max_batch", "largest batch", "count", "higher", "batch-sweep: the largest batch whose training step fits."),
+    _M("fail_batch", "first failing batch", "count", "", "batch-sweep: the smallest batch that does not fit."),
+    _M("trials", "trials", "count", "", "batch-sweep: trial batches run by the search."),
+    _M("cap_bytes", "cap", "bytes", "", "batch-sweep: the memory cap searched under (the capacity when cap=0)."),
+    _M("step_ms", "step time", "ms", "lower", "batch-sweep: time of one training step at time_batch, milliseconds."),
+    _M("us_per_sample", "time per sample", "us", "lower", "batch-sweep: step time / batch at time_batch, microseconds."),
+    _M("max_batch_step_ms", "step time at max", "ms", "lower", "batch-sweep (GPU): step time at max_batch, ms."),
+    _M("max_batch_us_per_sample", "per sample at max", "us", "lower",
+       "batch-sweep (GPU): step time / batch at max_batch, microseconds."),
+    _M("max_batch_peak_requested_bytes", "peak requested at max", "bytes", "",
+       "batch-sweep: peak requested bytes of the largest fitting trial."),
+    _M("max_batch_peak_reserved_bytes", "peak reserved at max", "bytes", "lower",
+       "batch-sweep: peak reserved bytes of the largest fitting trial."),
+    _M("max_batch_frag_ratio", "fragmentation at max", "ratio", "lower",
+       "batch-sweep: 1 - peak requested / peak reserved of the largest fitting trial."),
+    _M("loss_first", "first loss", "", "", "batch-sweep (GPU): loss of the first timed step."),
+    _M("loss_last", "last loss", "", "", "batch-sweep (GPU): loss of the last timed step (lower: the model trains)."),
+    # leak-check
+    _M("iterations", "iterations", "count", "", "leak-check: iterations run."),
+    _M("error_paths", "error paths", "count", "", "leak-check: iterations that took the error path."),
+    _M("expected_leak_bytes", "expected leak", "bytes", "",
+       "leak-check: bytes the program dropped on its error paths (0 for the clean variant); live_at_end_bytes "
+       "must equal it."),
+    _M("expected_leak_blocks", "expected leaked blocks", "count", "", "leak-check: blocks dropped on error paths."),
+    # pinned
+    _M("pin_us", "pin", "us", "lower", "pinned (GPU): cudaHostAlloc of the buffer, microseconds."),
+    _M("unpin_us", "unpin", "us", "lower", "pinned (GPU): cudaFreeHost of the buffer, microseconds."),
+    _M("register_us", "register", "us", "lower", "pinned (GPU): cudaHostRegister of the buffer, microseconds."),
+    _M("unregister_us", "unregister", "us", "lower", "pinned (GPU): cudaHostUnregister, microseconds."),
+    _M("breakeven_copies_pinned", "break-even copies (pinned)", "count", "lower",
+       "pinned (GPU): (pin + unpin time) / (pageable - pinned H2D time per copy): copies that amortise pinning "
+       "(absent when pinning saves nothing)."),
+    _M("breakeven_copies_registered", "break-even copies (registered)", "count", "lower",
+       "pinned (GPU): the same for cudaHostRegister."),
+    # contention
+    _M("held_bytes", "held by the other process", "bytes", "", "contention: what the other process held."),
+    _M("warm_reserved_bytes", "reserved after warm-up", "bytes", "", "contention: reserved bytes after warm-up."),
+    _M("available_bytes", "available", "bytes", "",
+       "contention: capacity - held - live: what a perfect allocator could still hand out."),
+    _M("obtained_bytes", "obtained", "bytes", "higher", "contention: what the demand phase got."),
+    _M("contended_capacity_ratio", "contended capacity ratio", "ratio", "higher",
+       "contention: obtained / available: 1 = it released whatever it cached; low = it stranded memory."),
+    _M("failed_clean", "failed cleanly", "count", "higher",
+       "contention: 1 when the allocator's refusal was a clean out-of-memory, 0 for any other error."),
+    _M("reserved_at_failure_bytes", "reserved at refusal", "bytes", "",
+       "contention: the allocator's reserved bytes when it refused."),
+    _M("upstream_frees_under_pressure", "frees under pressure", "count", "",
+       "contention: upstream frees during the demand phase (cache released)."),
+    _M("recovered_bytes", "recovered", "bytes", "higher", "contention: what the recover phase got after the release."),
+    _M("recovery_ratio", "recovery ratio", "ratio", "higher", "contention: recovered / held."),
+    _M("guard_stopped", "guard stopped", "count", "", "contention: 1 when the managed-memory guard stopped a phase."),
+    # shared-mem
+    _M("smem_max_bytes", "shared memory max", "bytes", "", "shared-mem (GPU): the device's opt-in shared memory maximum."),
+    _M("device_free_delta_bytes", "free memory change", "bytes", "",
+       "shared-mem (GPU): largest change of free device memory across one level's kernels."),
+    _M("free_spread_bytes", "free spread", "bytes", "",
+       "shared-mem (GPU): largest difference between levels of free memory right after the same allocations."),
+    _M("reserved_spread_bytes", "reserved spread", "bytes", "",
+       "shared-mem (GPU): the same for the allocator's reserved bytes."),
+    _M("alloc_us_p0", "alloc at 0%", "us", "lower", "shared-mem (GPU): median allocation latency at the smallest level."),
+    _M("alloc_us_p100", "alloc at 100%", "us", "lower", "shared-mem (GPU): median allocation latency at the largest level."),
+    # planted (hidden, reliability tests only)
+    _M("planted_hold_bytes", "planted hold", "bytes", "", "planted (tests): bytes the planted helper process held."),
+]
+
+# Counters named with a variable part (the scenario formats the name): the
+# first pattern that matches defines them; {0} in the text is that part.
+PATTERNS = [
+    (r"reuse_first_(\w+)", "reuse first ({0})", "ratio", "",
+     "stream-async: share of trials whose first allocation on the other stream returned the freed address "
+     "(pattern {0}: same stream, event-synchronized, or none)."),
+    (r"reuse_hit_(\w+)", "reuse hit ({0})", "ratio", "",
+     "stream-async: share of trials that got the freed address back within the window (pattern {0})."),
+    (r"reuse_wait_us_(\w+)", "reuse wait ({0})", "us", "lower",
+     "stream-async (GPU): median time from the free to the allocation that returned it, microseconds (pattern {0})."),
+    (r"stall_us_(\w+)", "stall ({0})", "us", "",
+     "stream-async (GPU): median time the fill queued after the last allocation took to complete, microseconds "
+     "(pattern {0}); about spin_us for `none` means the allocator made the stream wait."),
+    (r"occ_p(\d+)", "occupancy at {0}%", "ratio", "",
+     "shared-mem (GPU): theoretical occupancy with {0}% of the maximum dynamic shared memory."),
+    (r"kernel_us_p(\d+)", "kernel at {0}%", "us", "lower",
+     "shared-mem (GPU): median time of one pass over one buffer at {0}% shared memory, microseconds."),
+    (r"h2d_gbs_(\w+)", "H2D {0}", "GB/s", "higher",
+     "pinned (GPU): median host-to-device copy rate from {0} host memory, 10^9 bytes/s."),
+    (r"d2h_gbs_(\w+)", "D2H {0}", "GB/s", "higher",
+     "pinned (GPU): median device-to-host copy rate into {0} host memory, 10^9 bytes/s."),
+]
+
 BY_NAME = {m.name: m for m in KNOWN}
 
 # The summary ranks allocators on these (the headline of each scenario).
@@ -95,13 +256,26 @@ GEMM_SCENARIOS = ["gemm-chunked"]
 
 
 def metric(name):
-    """The catalog entry of a counter; unknown ones get a plain entry."""
+    """The catalog entry of a counter; a pattern's for a counter named with
+    a variable part; an unknown one gets a plain entry (defined() says so)."""
     m = BY_NAME.get(name)
     if m:
         return m
+    for pattern, label, unit, better, definition in PATTERNS:
+        hit = re.fullmatch(pattern, name)
+        if hit:
+            return Metric(name, label.format(hit.group(1)), unit, better, definition.format(hit.group(1)))
     unit = "bytes" if name.endswith("_bytes") else "s" if name.endswith("_s") else \
         "ns" if name.endswith("_ns") else ""
-    return Metric(name, name, unit, "", "A counter of the scenario (see the scenario's documentation).")
+    return Metric(name, name, unit, "", UNDEFINED)
+
+
+UNDEFINED = "A counter without a definition in plots/cmb_report/metrics.py."
+
+
+def defined(name):
+    """Whether a counter has its own definition."""
+    return metric(name).definition != UNDEFINED
 
 
 def ordered(names):
@@ -144,6 +318,12 @@ def fmt_value(name, v):
         return fmt_seconds(v)
     if unit == "ns":
         return fmt_seconds(v * 1e-9)
+    if unit == "us":
+        return fmt_seconds(v * 1e-6)
+    if unit == "ms":
+        return fmt_seconds(v * 1e-3)
+    if unit == "GB/s":
+        return f"{v:.3g} GB/s"
     if unit == "ratio":
         return f"{v:.3f}"
     if unit == "count" or float(v).is_integer():

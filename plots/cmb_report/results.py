@@ -10,11 +10,17 @@ import gzip
 import json
 import os
 import statistics
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from . import impl as I
+
 CSV_COLUMNS = ["run_id", "gpu", "mode", "case", "scenario", "allocator", "upstream", "params", "repetition",
                "status", "metric", "value", "error"]
+# Appended later (harness/schema.def): absent from older results, read when there.
+OPTIONAL_COLUMNS = ["options", "impl"]
+STATUSES = ("ok", "failed", "skipped", "oom")
 TIMELINE_COLUMNS = ["op", "kind", "requested_bytes", "reserved_bytes"]
 
 
@@ -41,11 +47,18 @@ class Case:
     failed_reps: dict = field(default_factory=dict)  # repetition -> error
     errors: list = field(default_factory=list)      # case-level failures
     skipped: str = None                             # reason, when skipped
+    options: str = ""                               # the allocator's options, verbatim
+    impl: str = ""                                  # real, emulation or suite (impl.py)
+    oom_reps: dict = field(default_factory=dict)    # repetition (None: the case) -> "did not fit: ..."
 
     @property
     def status(self):
-        if self.skipped is not None and not self.reps:
+        """skipped, failed, oom (ran, but its workload did not fit), partial
+        (some repetitions failed) or ok."""
+        if self.skipped is not None and not self.reps and not self.oom_reps:
             return "skipped"
+        if self.oom_reps and not (self.errors or (self.failed_reps and not self.reps)):
+            return "oom"
         if not self.reps:
             return "failed"
         if self.failed_reps or self.errors:
@@ -53,16 +66,23 @@ class Case:
         return "ok"
 
     @property
+    def ran(self):
+        """Finished with numbers that can be ranked: ok or partial (not oom)."""
+        return self.status in ("ok", "partial")
+
+    @property
     def reason(self):
-        """Why the case failed or was skipped, in one line."""
+        """Why the case failed, did not fit or was skipped, in one line."""
         if self.status == "skipped":
             return self.skipped
+        if self.status == "oom":
+            return oom_text(self.oom_reps.values())
         msgs = list(self.errors) + [f"repetition {r}: {e}" for r, e in sorted(self.failed_reps.items())]
         return "; ".join(m for m in msgs if m) or "failed without a message"
 
     @property
     def n_reps(self):
-        return len(self.reps) + len(self.failed_reps)
+        return len(set(self.reps) | set(self.failed_reps) | {r for r in self.oom_reps if r is not None})
 
     def stat(self, metric):
         vals = [r[metric] for r in self.reps.values() if metric in r]
@@ -78,6 +98,18 @@ class Case:
 
     def param_dict(self):
         return OrderedDict(kv.split("=", 1) for kv in self.params.split(";") if "=" in kv)
+
+
+def oom_text(errors):
+    """One line for the repetitions that did not fit: their message when they
+    agree, else the range of failed allocations."""
+    errors = [e for e in errors if e] or ["did not fit"]
+    if len(set(errors)) == 1:
+        return errors[0]
+    counts = sorted(int(w) for e in errors for w in e.split() if w.isdigit())
+    if counts:
+        return f"did not fit: {counts[0]}-{counts[-1]} allocations failed (over {len(errors)} repetitions)"
+    return errors[0]
 
 
 @dataclass
@@ -98,7 +130,7 @@ class Run:
         return [c for c in self.cases.values() if c.scenario == scenario]
 
     def counts(self):
-        out = {"ok": 0, "partial": 0, "failed": 0, "skipped": 0}
+        out = {"ok": 0, "partial": 0, "oom": 0, "failed": 0, "skipped": 0}
         for c in self.cases.values():
             out[c.status] += 1
         return out
@@ -128,7 +160,7 @@ def _read_csv(path):
         if missing:
             raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; a cumembench results.csv has "
                               f"{','.join(CSV_COLUMNS)}")
-        idx = {c: header.index(c) for c in CSV_COLUMNS}
+        idx = {c: header.index(c) for c in CSV_COLUMNS + OPTIONAL_COLUMNS if c in header}
         for lineno, row in enumerate(reader, start=2):
             if not row:
                 continue
@@ -137,11 +169,36 @@ def _read_csv(path):
             yield lineno, {c: row[i] for c, i in idx.items()}
 
 
+try:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                    "tools"))
+    from cmb_schema import label as _schema_label  # the harness's own rule, where it exists
+except ImportError:
+    _schema_label = None
+finally:
+    sys.path.pop(0)
+
+
+def allocator_label(row):
+    """The allocator as the report shows it, name[:options][@upstream]: older
+    results.csv files hold it whole in `allocator`, newer ones split the
+    options into their own column."""
+    if "options" not in row:
+        return row["allocator"]
+    if _schema_label:
+        return _schema_label(row)
+    return row["allocator"] + (":" + row["options"] if row["options"] else "")
+
+
 def _add_row(cases, path, lineno, row):
     c = cases.get(row["case"])
     if c is None:
-        c = cases[row["case"]] = Case(row["case"], row["scenario"], row["allocator"], row["upstream"], row["params"])
+        label = allocator_label(row)
+        c = cases[row["case"]] = Case(row["case"], row["scenario"], label, row["upstream"], row["params"],
+                                      options=row.get("options", ""), impl=I.impl_of(label, row.get("impl", "")))
     status, rep = row["status"], row["repetition"]
+    if status not in STATUSES:
+        raise ReportError(f"{path}:{lineno}: status '{status}', expected {', '.join(STATUSES)}")
     if status == "skipped":
         c.skipped = row["error"]
         return
@@ -151,13 +208,17 @@ def _add_row(cases, path, lineno, row):
         else:
             c.failed_reps[int(rep)] = row["error"]
         return
-    if status != "ok":
-        raise ReportError(f"{path}:{lineno}: status '{status}', expected ok, failed or skipped")
     try:
-        value = float(row["value"])
-        rep = int(rep)
+        rep = int(rep) if rep != "" else None
+        value = float(row["value"]) if row["metric"] else None
     except ValueError:
         raise ReportError(f"{path}:{lineno}: value '{row['value']}' or repetition '{rep}' is not a number") from None
+    if status == "oom":  # the case ran; its workload did not fit (numbers, if any, kept)
+        c.oom_reps[rep] = row["error"] or c.oom_reps.get(rep, "")
+        if value is None:
+            return
+    elif value is None or rep is None:
+        raise ReportError(f"{path}:{lineno}: an ok row needs a metric, a value and a repetition")
     c.reps.setdefault(rep, {})[row["metric"]] = value
 
 

@@ -1,0 +1,39 @@
+/* answer.h - what a run found, said first: each case's console line leads
+ * with its scenario's answer (scenario.h: cmb_headline), and the run ends
+ * with an answer table per scenario (best for memory, best for time on a
+ * GPU among real allocators, what did not fit) and where to look next.
+ * plots/cmb_report/analysis.py computes the same answers for the report.
+ */
+#ifndef CMB_ANSWER_H
+#define CMB_ANSWER_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "../scenarios/scenario.h"
+#include "cmb_bench.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The headline items of a case (after its status word), from `r`, the
+ * median over its repetitions; items whose counters `r` lacks are left
+ * out. time_s: the case's time. */
+void cmb_answer_items(const cmb_scenario *s, const cmb_bench_run *r, double time_s, char *out, size_t len);
+
+/* A finished case's status word: the scenario's (replay: "fits") or "ok". */
+const char *cmb_answer_ok_word(const cmb_scenario *s);
+
+/* Reads DIR/results.csv (every case of the run, a resumed run's earlier
+ * ones included) and prints the answer table and where to look next to
+ * `out`. When no case ran, it says why instead, grouped by reason.
+ * Returns 0 when some case ran, 1 when none did, -1 (with a line on `out`)
+ * when the file cannot be read. */
+int cmb_answer_table(const char *dir, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CMB_ANSWER_H */
