@@ -517,6 +517,41 @@ static void time_line(const ans_run *run, const size_t *idx, size_t n, char *out
     free(s);
 }
 
+/* The value of `key` in "k=v;k=v" into out ("" when absent). */
+static void param_of(const char *params, const char *key, size_t klen, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (const char *p = params; *p;) {
+        size_t n = strcspn(p, ";");
+        if (n > klen && !strncmp(p, key, klen) && p[klen] == '=')
+            snprintf(out, len, "%.*s", (int)(n - klen - 1), p + klen + 1);
+        p += n + (p[n] == ';');
+    }
+}
+
+/* " [k=v k=v]": the parameters that differ between the scenario's cases
+ * (names the case when the scenario ran several parameter sets). */
+static void varying(const ans_run *run, const size_t *idx, size_t n, const ans_case *c, char *out, size_t len)
+{
+    size_t used = 0;
+    char mine[256], other[256];
+    out[0] = '\0';
+    for (const char *p = c->params; *p && used < len;) {
+        size_t kn = strcspn(p, "=;"), n_all = strcspn(p, ";");
+        param_of(c->params, p, kn, mine, sizeof mine);
+        int differs = 0;
+        for (size_t i = 0; i < n && !differs; i++) {
+            param_of(run->c[idx[i]].params, p, kn, other, sizeof other);
+            differs = strcmp(mine, other) != 0;
+        }
+        if (differs)
+            used += (size_t)snprintf(out + used, len - used, "%s%.*s=%s", used ? " " : " [", (int)kn, p, mine);
+        p += n_all + (p[n_all] == ';');
+    }
+    if (used && used < len)
+        snprintf(out + used, len - used, "]");
+}
+
 /* Labels of the cases with `status`, with how many allocations failed for oom. */
 static int status_list(const ans_run *run, const size_t *idx, size_t n, const char *status, char *out, size_t len)
 {
@@ -527,8 +562,10 @@ static int status_list(const ans_run *run, const size_t *idx, size_t n, const ch
         const ans_case *c = &run->c[idx[i]];
         if (strcmp(case_status(c), status))
             continue;
+        char params[256];
+        varying(run, idx, n, c, params, sizeof params);
         found++;
-        used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "", c->label);
+        used += (size_t)snprintf(out + used, len - used, "%s%s%s", used ? ", " : "", c->label, params);
         if (!strcmp(status, "oom") && !isinf(c->oom_lo) && used < len)
             used += (size_t)(c->oom_lo == c->oom_hi
                                  ? snprintf(out + used, len - used, " (%.0f allocations failed)", c->oom_hi)

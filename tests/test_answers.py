@@ -82,6 +82,31 @@ class Answers(unittest.TestCase):
                                    r"frag 0\.000  checkerboard capacity ratio 1\.000")
         self.assertRegex(p.stderr, r"replay/cuda/\S+  fits  min capacity \S+ \S+  peak reserved")
 
+    def test_a_replay_that_does_not_fit_is_oom_and_not_ranked(self):
+        # the case: the MLP sweep on a 1 GiB device under bfc and torch-caching
+        out = os.path.join(self.tmp, "oom")
+        p = run(["--scenario", "replay", "--allocator", "bfc,torch-caching,cuda", "--param", f"trace={MLP}",
+                 "--param", "capacity=1GiB,8GiB"], out)
+        self.assertEqual(p.returncode, 0, p.stderr)   # did not fit is an answer, not a failure
+        self.assertRegex(p.stderr, r"replay/bfc/\S+capacity:1GiB\S*  did not fit: 27 allocations failed  min capacity")
+        self.assertRegex(p.stderr, r"replay/torch-caching/\S+capacity:1GiB\S*  did not fit: 21 allocations failed")
+        self.assertRegex(p.stderr, r"replay/bfc/\S+capacity:8GiB\S*  fits  min capacity")
+        r = load_run(out)
+        small = [c for c in r.cases.values() if "capacity=1GiB" in c.params]
+        self.assertEqual({c.allocator: c.status for c in small}, {"bfc": "oom", "torch-caching": "oom",
+                                                                   "cuda": "oom"})
+        rows = {(row.allocator): row for row in A.ranking(r, "replay")}
+        for a in ("bfc", "torch-caching"):
+            self.assertEqual(rows[a].oom, 1, a)
+        # the 1 GiB cases are nowhere in the memory comparison: every 4 GiB case fit, and only they count
+        self.assertEqual(console_answers(p.stderr)["replay"]["not_fit"],
+                         "bfc [capacity=1GiB] (27 allocations failed), torch-caching [capacity=1GiB] (21 allocations "
+                         "failed), cuda [capacity=1GiB] (15 allocations failed)")
+        self.assertEqual(A.answer(r, "replay").not_fit, console_answers(p.stderr)["replay"]["not_fit"])
+        with open(os.path.join(out, "results.csv")) as f:
+            oom_rows = [line for line in f if ",oom," in line and "capacity=1GiB" in line]
+        self.assertTrue(oom_rows and all("did not fit: " in line for line in oom_rows))
+
     def test_nothing_ran_says_why_and_fails(self):
         for args, reason in ((["--scenario", "churn", "--param", "live_cap=1KiB"], "does not fit under live_cap"),
                              (["--scenario", "pinned"], "needs a GPU"),
