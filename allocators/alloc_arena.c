@@ -57,6 +57,7 @@
 #include "cmb_allocator.h"
 #include "options.h"
 #include "stream_ordered.h"
+#include "../common/cmb_assert.h"
 #include "../common/cmb_fittree.h"
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
@@ -130,6 +131,7 @@ typedef struct arena_mr {
     superblock *spare_supers;
     cmb_alloc_stats st;
     char last_error[240];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } arena_mr;
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
@@ -434,6 +436,60 @@ static void note_oom(arena_mr *a, uint64_t bytes)
              (unsigned long long)total_free, (unsigned long long)max_free, frag);
 }
 
+/* --- invariants ------------------------------------------------------------------------ */
+
+/* One superblock: its free blocks sorted, coalesced and inside it; the set
+ * it is in knows its largest free block. */
+static int walk_super(const superblock *s, cmb_walk *w, uint64_t *free_bytes)
+{
+    CMB_WALK_CHECK(w, cmb_ft_validate(&s->free) == (long)s->free.count);
+    CMB_WALK_CHECK(w, s->node.size == cmb_ft_max(&s->free));
+    uint64_t end = s->node.key;
+    int first = 1;
+    for (cmb_ftnode *b = cmb_ft_first(&s->free); b; b = cmb_ft_ceil(&s->free, b->key + 1)) {
+        CMB_WALK_CHECK(w, b->size > 0 && b->key % ARENA_ALIGN == 0);
+        CMB_WALK_CHECK(w, b->key >= end && (first || b->key > end)); /* disjoint, coalesced */
+        CMB_WALK_CHECK(w, super_contains(s, b->key, b->size));
+        end = b->key + b->size;
+        first = 0;
+        *free_bytes += b->size;
+    }
+    return 0;
+}
+
+/* A set of superblocks: disjoint, inside the arena's one upstream block. */
+static int walk_set(const arena_mr *a, const cmb_fittree *set, cmb_walk *w, uint64_t *spanned, uint64_t *free_bytes)
+{
+    uint64_t end = a->base;
+    CMB_WALK_CHECK(w, cmb_ft_validate(set) == (long)set->count);
+    for (cmb_ftnode *n = cmb_ft_first(set); n; n = cmb_ft_ceil(set, n->key + 1)) {
+        const superblock *s = super_of(n);
+        CMB_WALK_CHECK(w, s->node.key >= end && s->node.key + s->size <= a->base + a->arena_size);
+        if (walk_super(s, w, free_bytes))
+            return 1;
+        end = s->node.key + s->size;
+        *spanned += s->size;
+    }
+    return 0;
+}
+
+/* The superblocks of every set cover the arena exactly once (the sets are
+ * disjoint by address: their spans add up to the arena), and the arena is
+ * its free blocks plus its allocated bytes. */
+int _cmb_arena_walk(const void *state, cmb_walk *w)
+{
+    const arena_mr *a = state;
+    uint64_t spanned = 0, free_bytes = 0;
+    if (walk_set(a, &a->global, w, &spanned, &free_bytes))
+        return 1;
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++)
+        if (walk_set(a, &arena_at(a, i)->supers, w, &spanned, &free_bytes))
+            return 1;
+    CMB_WALK_CHECK(w, spanned == a->arena_size);
+    CMB_WALK_CHECK(w, free_bytes + (uint64_t)a->st.allocated.current == a->arena_size);
+    return 0;
+}
+
 /* --- the method table ------------------------------------------------------------------ */
 
 static cmb_status arena_destroy(void *state);
@@ -539,6 +595,7 @@ static cmb_status arena_alloc_method(void *state, size_t size, cmb_stream stream
     cmb_stat_increase(&a->st.requested, (int64_t)size);
     cmb_stat_increase(&a->st.allocated, (int64_t)bytes);
     cmb_stat_increase(&a->st.blocks, 1);
+    CMB_VALIDATE_TICK(a->ops, _cmb_arena_walk, a);
     return CMB_OK;
 }
 
@@ -579,12 +636,14 @@ static cmb_status arena_free_method(void *state, void *ptr, size_t size, cmb_str
     cmb_stat_decrease(&a->st.requested, (int64_t)size);
     cmb_stat_decrease(&a->st.allocated, (int64_t)bytes);
     cmb_stat_decrease(&a->st.blocks, 1);
+    CMB_VALIDATE_TICK(a->ops, _cmb_arena_walk, a);
     return st;
 }
 
 /* RMM's arena never gives memory back before it is destroyed. */
 static cmb_status arena_trim(void *state)
 {
+    CMB_VALIDATE_NOW(_cmb_arena_walk, state);
     (void)state;
     return CMB_OK;
 }

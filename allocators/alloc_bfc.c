@@ -61,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_objpool.h"
 #include "../common/cmb_rbtree.h"
@@ -130,6 +131,7 @@ typedef struct bfc {
     int garbage_collection;
     cmb_alloc_stats st;
     char err[256];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } bfc;
 
 /* --- bins ------------------------------------------------------------------ */
@@ -326,6 +328,63 @@ static int deallocate_free_regions(bfc *a, uint64_t rounded)
     return 1;
 }
 
+/* --- invariants -------------------------------------------------------------- */
+
+typedef struct bfc_count {
+    uint64_t pool, in_use, in_use_bytes, free;
+} bfc_count;
+
+/* One region: its chunks cover it without gaps, linked both ways; no two
+ * free chunks touch (they would have merged); a free chunk sits in the bin
+ * of its size. */
+static int walk_region(const bfc_region *r, cmb_walk *w, bfc_count *n)
+{
+    uint64_t at = r->ptr, in_use = 0;
+    CMB_WALK_CHECK(w, r->first && !r->first->prev);
+    for (const bfc_chunk *c = r->first; c; c = c->next) {
+        CMB_WALK_CHECK(w, c->ptr == at && c->size > 0 && c->size % BFC_MIN_ALLOCATION_SIZE == 0);
+        CMB_WALK_CHECK(w, c->region == r && (!c->next || c->next->prev == c));
+        CMB_WALK_CHECK(w, c->in_use || !c->next || c->next->in_use);
+        if (c->in_use) {
+            CMB_WALK_CHECK(w, c->bin == BFC_NO_BIN);
+            in_use++;
+            n->in_use_bytes += c->size;
+        } else {
+            CMB_WALK_CHECK(w, c->bin == _cmb_bfc_bin_for_size(c->size));
+            n->free++;
+        }
+        at += c->size;
+    }
+    CMB_WALK_CHECK(w, at == r->ptr + r->size && in_use == r->chunks_in_use);
+    n->pool += r->size;
+    n->in_use += in_use;
+    return 0;
+}
+
+/* Every region, then the bins (sorted, the bitmap of non-empty bins right)
+ * and the counters against the recount. */
+int _cmb_bfc_walk(const void *state, cmb_walk *w)
+{
+    const bfc *a = state;
+    bfc_count n = {0};
+    for (const bfc_region *r = a->regions; r; r = r->next) {
+        CMB_WALK_CHECK(w, !r->next || r->next->prev == r);
+        if (walk_region(r, w, &n))
+            return 1;
+    }
+    size_t binned = 0;
+    for (int b = 0; b < BFC_NUM_BINS; b++) {
+        CMB_WALK_CHECK(w, !!a->bins[b].count == !!(a->nonempty & (1u << b)));
+        CMB_WALK_CHECK(w, cmb_rb_validate(&a->bins[b], chunk_cmp) >= 0);
+        binned += a->bins[b].count;
+    }
+    CMB_WALK_CHECK(w, binned == n.free);
+    CMB_WALK_CHECK(w, n.pool == a->pool_bytes && n.pool <= a->memory_limit);
+    CMB_WALK_CHECK(w, n.in_use == a->live.count && (int64_t)n.in_use == a->st.blocks.current);
+    CMB_WALK_CHECK(w, (int64_t)n.in_use_bytes == a->st.allocated.current);
+    return 0;
+}
+
 /* --- allocate / deallocate ------------------------------------------------- */
 
 /* SplitChunk(): c keeps `rounded` bytes, the rest becomes a free chunk. */
@@ -364,6 +423,7 @@ static cmb_status take_chunk(bfc *a, bfc_chunk *c, uint64_t rounded, size_t size
     cmb_stat_increase(&a->st.allocated, (int64_t)c->size);
     cmb_stat_increase(&a->st.blocks, 1);
     *ptr = (void *)c->ptr;
+    CMB_VALIDATE_TICK(a->ops, _cmb_bfc_walk, a);
     return CMB_OK;
 }
 
@@ -404,6 +464,7 @@ static cmb_status bfc_allocate(void *state, size_t size, cmb_stream stream, void
 /* Merge(): c2 (c1's next) joins c1. */
 static void merge(bfc *a, bfc_chunk *c1, bfc_chunk *c2)
 {
+    cmb_assert_internal(c1->next == c2 && c1->ptr + c1->size == c2->ptr && c1->region == c2->region);
     c1->size += c2->size;
     c1->next = c2->next;
     if (c2->next)
@@ -438,6 +499,7 @@ static cmb_status bfc_deallocate(void *state, void *ptr, size_t size, cmb_stream
         c = p;
     }
     bin_insert(a, c);
+    CMB_VALIDATE_TICK(a->ops, _cmb_bfc_walk, a);
     return CMB_OK;
 }
 
@@ -447,6 +509,7 @@ static cmb_status bfc_trim(void *state)
 {
     bfc *a = state;
     cmb_status first = CMB_OK;
+    CMB_VALIDATE_NOW(_cmb_bfc_walk, a);
     for (bfc_region *r = a->regions, *next; r; r = next) {
         next = r->next;
         if (!r->chunks_in_use) {
@@ -475,6 +538,7 @@ static cmb_status bfc_destroy(void *state)
 {
     bfc *a = state;
     cmb_status first = CMB_OK;
+    CMB_VALIDATE_NOW(_cmb_bfc_walk, a);
     while (a->regions) {
         cmb_status st = region_release(a, a->regions);
         if (st != CMB_OK && first == CMB_OK)

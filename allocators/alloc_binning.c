@@ -41,6 +41,7 @@
 #include "cmb_allocator.h"
 #include "options.h"
 #include "stream_ordered.h"
+#include "../common/cmb_assert.h"
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
 #define BIN_ALIGN 256u
@@ -79,6 +80,7 @@ typedef struct bin {
     uint64_t chunk_size;  /* upstream_chunk_size_ = block_size * blocks_to_preallocate */
     cmb_stream_ordered so; /* the per-stream free lists */
     uint64_t free_blocks;  /* over all streams */
+    uint64_t chunks;       /* taken from the pool */
 } bin;
 
 typedef struct binning {
@@ -93,6 +95,7 @@ typedef struct binning {
     cmb_alloc_stats st;
     uint64_t chunk_bytes; /* pool bytes held by bins */
     char last_error[200];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } binning;
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
@@ -149,6 +152,7 @@ static cmb_status bin_grow(bin *bn, bin_stream *own)
     if (st != CMB_OK)
         return st;
     b->chunk_bytes += bn->chunk_size;
+    bn->chunks++;
     uint64_t n = bn->chunk_size / bn->block_size;
     for (uint64_t i = 0; i < n; i++) {
         if (list_push(b, &own->free, (uintptr_t)chunk + i * bn->block_size))
@@ -241,6 +245,52 @@ static bin *bin_for(binning *b, uint64_t n)
     unsigned e = ceil_log2(n);
     unsigned i = e <= b->low_exp ? 0 : e - b->low_exp;
     return i < b->n_bins ? &b->bins[i] : NULL;
+}
+
+/* --- invariants ------------------------------------------------------------------------ */
+
+int _cmb_rmm_pool_walk(const void *state, cmb_walk *w);
+
+/* One FIFO list: its count and tail are what a walk finds. */
+static int walk_fifo(const fs_list *l, cmb_walk *w)
+{
+    uint64_t n = 0;
+    const fs_node *last = NULL;
+    for (const fs_node *x = l->head; x; x = x->next, n++) {
+        CMB_WALK_CHECK(w, x->ptr % BIN_ALIGN == 0);
+        last = x;
+    }
+    CMB_WALK_CHECK(w, n == l->count && last == l->tail);
+    return 0;
+}
+
+/* Every bin's lists, the bytes the bins hold against the pool's own
+ * count, then the pool. */
+int _cmb_binning_walk(const void *state, cmb_walk *w)
+{
+    const binning *b = state;
+    uint64_t chunk_bytes = 0, live_bin_bytes = 0;
+    for (unsigned i = 0; i < b->n_bins; i++) {
+        const bin *bn = &b->bins[i];
+        uint64_t free_blocks = 0;
+        for (size_t j = 0; j < cmb_so_count(&bn->so); j++) {
+            const bin_stream *bs = (const bin_stream *)cmb_so_at(&bn->so, j);
+            if (walk_fifo(&bs->free, w))
+                return 1;
+            free_blocks += bs->free.count;
+        }
+        CMB_WALK_CHECK(w, free_blocks == bn->free_blocks);
+        CMB_WALK_CHECK(w, free_blocks * bn->block_size <= bn->chunks * bn->chunk_size);
+        chunk_bytes += bn->chunks * bn->chunk_size;
+        live_bin_bytes += bn->chunks * bn->chunk_size - free_blocks * bn->block_size;
+    }
+    CMB_WALK_CHECK(w, chunk_bytes == b->chunk_bytes);
+    cmb_alloc_stats ps;
+    CMB_WALK_CHECK(w, b->pool_m->stats(b->pool, &ps) == CMB_OK);
+    /* the pool serves the chunks and every request too large for a bin */
+    CMB_WALK_CHECK(w, ps.allocated.current + (int64_t)live_bin_bytes ==
+                          (int64_t)chunk_bytes + b->st.allocated.current);
+    return _cmb_rmm_pool_walk(b->pool, w);
 }
 
 /* --- the method table --------------------------------------------------------------------- */
@@ -375,6 +425,7 @@ static cmb_status binning_allocate(void *state, size_t size, cmb_stream stream, 
     cmb_stat_increase(&b->st.requested, (int64_t)size);
     cmb_stat_increase(&b->st.allocated, (int64_t)charged);
     cmb_stat_increase(&b->st.blocks, 1);
+    CMB_VALIDATE_TICK(b->ops, _cmb_binning_walk, b);
     return CMB_OK;
 }
 
@@ -403,12 +454,14 @@ static cmb_status binning_deallocate(void *state, void *ptr, size_t size, cmb_st
     cmb_stat_decrease(&b->st.requested, (int64_t)size);
     cmb_stat_decrease(&b->st.allocated, (int64_t)charged);
     cmb_stat_decrease(&b->st.blocks, 1);
+    CMB_VALIDATE_TICK(b->ops, _cmb_binning_walk, b);
     return CMB_OK;
 }
 
 /* Neither the bins nor the pool give memory back before destroy. */
 static cmb_status binning_trim(void *state)
 {
+    CMB_VALIDATE_NOW(_cmb_binning_walk, state);
     (void)state;
     return CMB_OK;
 }

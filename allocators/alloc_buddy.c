@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_assert.h"
 #include "cmb_allocator.h"
 #include "options.h"
 
@@ -129,6 +130,7 @@ typedef struct buddy {
     uint64_t *live;            /* bit per 512 B: a live block starts here */
     cmb_alloc_stats st;
     char err[256];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } buddy;
 
 static inline int level_for(uint64_t size)
@@ -210,6 +212,82 @@ static cmb_status release(buddy *a)
     return st;
 }
 
+/* --- invariants ------------------------------------------------------------- */
+
+/* No live block starts inside atoms [first, first + count). */
+static int atoms_clear(const uint64_t *live, uint64_t first, uint64_t count)
+{
+    for (uint64_t i = first; i < first + count;) {
+        uint64_t word = live[i >> 6], bit = i & 63;
+        uint64_t n = count - (i - first) < 64 - bit ? count - (i - first) : 64 - bit;
+        uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << bit;
+        if (word & mask)
+            return 0;
+        i += n;
+    }
+    return 1;
+}
+
+/* One free block of level j: its buddy is not free (they would have
+ * merged) and no live block starts inside it. */
+static int walk_free_block(const buddy *a, int j, uint64_t idx, cmb_walk *w)
+{
+    CMB_WALK_CHECK(w, j == a->top || !hb_test(&a->free_at[j], idx ^ 1));
+    CMB_WALK_CHECK(w, atoms_clear(a->live, idx << j, 1ull << j));
+    return 0;
+}
+
+/* The free blocks of level j, found through the bitmap's second level
+ * (only the non-zero words of the first are read). */
+static int walk_level(const buddy *a, int j, cmb_walk *w, uint64_t *count)
+{
+    const hbits *h = &a->free_at[j];
+    uint64_t words = ((a->pool_size >> (BUDDY_MIN_ORDER + j)) + 63) / 64;
+    for (uint64_t wi = 0; wi < words; wi++) {
+        if (h->depth > 1) {
+            uint64_t up = h->w[1][wi >> 6];
+            if (!up) {
+                wi |= 63; /* 64 words of the first level, all clear */
+                continue;
+            }
+            if (!((up >> (wi & 63)) & 1)) {
+                CMB_WALK_CHECK(w, h->w[0][wi] == 0);
+                continue;
+            }
+        }
+        for (uint64_t bits = h->w[0][wi]; bits; bits &= bits - 1) {
+            if (walk_free_block(a, j, wi * 64 + (uint64_t)__builtin_ctzll(bits), w))
+                return 1;
+            (*count)++;
+        }
+    }
+    return 0;
+}
+
+/* Every level: its count and the non-empty bitmap agree with the blocks
+ * found; free blocks plus allocated bytes are the pool; the live bitmap
+ * counts the live blocks. */
+int _cmb_buddy_walk(const void *state, cmb_walk *w)
+{
+    const buddy *a = state;
+    if (!a->base)
+        return a->st.blocks.current ? _cmb_walk_fail(w, "no pool but live blocks", __FILE__, __LINE__, __func__) : 0;
+    uint64_t free_bytes = 0, live = 0;
+    for (int j = 0; j <= a->top; j++) {
+        uint64_t count = 0;
+        if (walk_level(a, j, w, &count))
+            return 1;
+        CMB_WALK_CHECK(w, count == a->free_count[j] && !!count == !!(a->nonempty & (1ull << j)));
+        free_bytes += count << (BUDDY_MIN_ORDER + j);
+    }
+    CMB_WALK_CHECK(w, (a->nonempty >> (a->top + 1)) == 0 || a->top == BUDDY_MAX_LEVELS - 1);
+    for (uint64_t i = 0; i < ((a->pool_size >> BUDDY_MIN_ORDER) + 63) / 64; i++)
+        live += (uint64_t)__builtin_popcountll(a->live[i]);
+    CMB_WALK_CHECK(w, (int64_t)live == a->st.blocks.current);
+    CMB_WALK_CHECK(w, free_bytes + (uint64_t)a->st.allocated.current == a->pool_size);
+    return 0;
+}
+
 /* --- allocate / deallocate ------------------------------------------------- */
 
 static cmb_status buddy_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
@@ -245,6 +323,7 @@ static cmb_status buddy_allocate(void *state, size_t size, cmb_stream stream, vo
     cmb_stat_increase(&a->st.allocated, (int64_t)1 << (BUDDY_MIN_ORDER + j));
     cmb_stat_increase(&a->st.blocks, 1);
     *ptr = (void *)(a->base + off);
+    CMB_VALIDATE_TICK(a->ops, _cmb_buddy_walk, a);
     return CMB_OK;
 }
 
@@ -271,6 +350,7 @@ static cmb_status buddy_deallocate(void *state, void *ptr, size_t size, cmb_stre
         j++;
     }
     free_push(a, j, idx);
+    CMB_VALIDATE_TICK(a->ops, _cmb_buddy_walk, a);
     return CMB_OK;
 }
 
@@ -279,6 +359,7 @@ static cmb_status buddy_deallocate(void *state, void *ptr, size_t size, cmb_stre
 static cmb_status buddy_trim(void *state)
 {
     buddy *a = state;
+    CMB_VALIDATE_NOW(_cmb_buddy_walk, a);
     if (!a->base || a->st.blocks.current)
         return CMB_OK;
     return release(a);
@@ -301,6 +382,7 @@ static cmb_status buddy_stats(void *state, cmb_alloc_stats *out)
 static cmb_status buddy_destroy(void *state)
 {
     buddy *a = state;
+    CMB_VALIDATE_NOW(_cmb_buddy_walk, a);
     cmb_status st = release(a);
     free(a);
     return st;

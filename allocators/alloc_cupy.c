@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_objpool.h"
 #include "../common/cmb_rbtree.h"
@@ -83,6 +84,7 @@ typedef struct cupy {
     uint64_t limit;          /* _total_bytes_limit; 0 = none          */
     cmb_alloc_stats st;
     char err[256];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } cupy;
 
 /* --- free lists ------------------------------------------------------------ */
@@ -179,6 +181,67 @@ static cmb_status free_all_blocks(cupy *a)
         }
     }
     return first;
+}
+
+/* --- invariants ------------------------------------------------------------ */
+
+typedef struct cupy_count {
+    uint64_t free_bytes, used_bytes, used, heads;
+} cupy_count;
+
+/* A chunk and its neighbours: linked both ways, contiguous; a chunk that
+ * starts its upstream allocation is one of `mems`, and its chain adds up to
+ * that allocation's size. */
+static int walk_chunk(const cupy *a, const cupy_chunk *c, cmb_walk *w, cupy_count *n)
+{
+    CMB_WALK_CHECK(w, c->size > 0 && c->size % CUPY_ALLOCATION_UNIT == 0);
+    CMB_WALK_CHECK(w, !c->next || (c->next->prev == c && c->ptr + c->size == c->next->ptr));
+    CMB_WALK_CHECK(w, !c->prev || c->prev->next == c);
+    CMB_WALK_CHECK(w, !c->next || c->next->arena == c->arena);
+    if (c->prev)
+        return 0;
+    uint64_t whole = 0, size;
+    for (const cupy_chunk *x = c; x; x = x->next)
+        whole += x->size;
+    CMB_WALK_CHECK(w, cmb_hashmap_get(&a->mems, (uint64_t)c->ptr, &size) && size == whole);
+    n->heads++;
+    return 0;
+}
+
+/* The free chunks of every arena (sorted, merged with free neighbours), the
+ * chunks in use, and the counters against the recount. */
+int _cmb_cupy_walk(const void *state, cmb_walk *w)
+{
+    const cupy *a = state;
+    cupy_count n = {0};
+    uint64_t key, val, mem_bytes = 0;
+    for (size_t i = 0; i < a->n_arenas; i++) {
+        const cupy_arena *ar = a->arenas[i];
+        CMB_WALK_CHECK(w, cmb_rb_validate(&ar->free, chunk_cmp) >= 0);
+        for (cmb_rbnode *x = cmb_rb_first(&ar->free); x; x = cmb_rb_next(x)) {
+            const cupy_chunk *c = chunk_of(x);
+            CMB_WALK_CHECK(w, c->is_free && c->arena == ar);
+            CMB_WALK_CHECK(w, (!c->prev || !c->prev->is_free) && (!c->next || !c->next->is_free));
+            if (walk_chunk(a, c, w, &n))
+                return 1;
+            n.free_bytes += c->size;
+        }
+    }
+    for (size_t it = 0; cmb_hashmap_next(&a->in_use, &it, &key, &val);) {
+        const cupy_chunk *c = (const cupy_chunk *)(uintptr_t)val;
+        CMB_WALK_CHECK(w, !c->is_free && c->ptr == key);
+        if (walk_chunk(a, c, w, &n))
+            return 1;
+        n.used++;
+        n.used_bytes += c->size;
+    }
+    for (size_t it = 0; cmb_hashmap_next(&a->mems, &it, &key, &val);)
+        mem_bytes += val;
+    CMB_WALK_CHECK(w, n.heads == a->mems.count && mem_bytes == a->total_bytes);
+    CMB_WALK_CHECK(w, n.free_bytes + n.used_bytes == a->total_bytes);
+    CMB_WALK_CHECK(w, (int64_t)n.used == a->st.blocks.current && (int64_t)n.used_bytes == a->st.allocated.current);
+    CMB_WALK_CHECK(w, !a->limit || a->total_bytes <= a->limit);
+    return 0;
 }
 
 /* --- allocate / deallocate ------------------------------------------------- */
@@ -294,6 +357,7 @@ static cmb_status cupy_allocate(void *state, size_t size, cmb_stream stream, voi
     cmb_stat_increase(&a->st.allocated, (int64_t)c->size);
     cmb_stat_increase(&a->st.blocks, 1);
     *ptr = (void *)c->ptr;
+    CMB_VALIDATE_TICK(a->ops, _cmb_cupy_walk, a);
     return CMB_OK;
 }
 
@@ -311,6 +375,7 @@ static cmb_status cupy_deallocate(void *state, void *ptr, size_t size, cmb_strea
     cmb_stat_decrease(&a->st.allocated, (int64_t)c->size);
     cmb_stat_decrease(&a->st.blocks, 1);
     free_chunk(c, &a->chunk_pool);
+    CMB_VALIDATE_TICK(a->ops, _cmb_cupy_walk, a);
     return CMB_OK;
 }
 
@@ -318,6 +383,7 @@ static cmb_status cupy_deallocate(void *state, void *ptr, size_t size, cmb_strea
 
 static cmb_status cupy_trim(void *state)
 {
+    CMB_VALIDATE_NOW(_cmb_cupy_walk, state);
     return free_all_blocks(state);
 }
 
@@ -348,6 +414,7 @@ static cmb_status cupy_destroy(void *state)
     cupy *a = state;
     cmb_status first = CMB_OK;
     uint64_t base, size;
+    CMB_VALIDATE_NOW(_cmb_cupy_walk, a);
     for (size_t it = 0; cmb_hashmap_next(&a->mems, &it, &base, &size);) {
         cmb_status st = cmb_up_free(a->up, (void *)(uintptr_t)base, size, NULL);
         if (st != CMB_OK && first == CMB_OK)

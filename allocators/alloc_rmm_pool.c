@@ -62,6 +62,7 @@
 #include "cmb_allocator.h"
 #include "options.h"
 #include "stream_ordered.h"
+#include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_rbtree.h"
 
@@ -97,6 +98,7 @@ typedef struct rmm_pool {
     pool_block *spare;           /* recycled block records, linked through ptr */
     cmb_alloc_stats st;
     char last_error[200];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } rmm_pool;
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
@@ -381,6 +383,79 @@ static const cmb_so_hooks pool_hooks = {
     .expand = hook_expand,
 };
 
+/* --- invariants ------------------------------------------------------------------------ */
+
+typedef struct span {
+    uintptr_t ptr;
+    uint64_t size;
+} span;
+
+static int span_cmp(const void *x, const void *y)
+{
+    uintptr_t a = ((const span *)x)->ptr, b = ((const span *)y)->ptr;
+    return (a > b) - (a < b);
+}
+
+/* One list: address order, aligned, coalesced, the size index the same set. */
+static int walk_list(const pool_stream *l, cmb_walk *w, uint64_t *bytes)
+{
+    const pool_block *prev = NULL;
+    CMB_WALK_CHECK(w, l->by_addr.count == l->by_size.count);
+    for (cmb_rbnode *n = cmb_rb_first(&l->by_addr); n; n = cmb_rb_next(n)) {
+        const pool_block *b = cmb_rb_entry(n, pool_block, by_addr);
+        CMB_WALK_CHECK(w, b->size > 0 && b->ptr % POOL_ALIGN == 0 && b->size % POOL_ALIGN == 0);
+        CMB_WALK_CHECK(w, !prev || prev->ptr + prev->size <= b->ptr);
+        CMB_WALK_CHECK(w, !prev || !contiguous(prev, b));
+        *bytes += b->size;
+        prev = b;
+    }
+    const pool_block *ps = NULL;
+    for (cmb_rbnode *n = cmb_rb_first(&l->by_size); n; n = cmb_rb_next(n)) {
+        const pool_block *b = cmb_rb_entry(n, pool_block, by_size);
+        CMB_WALK_CHECK(w, !ps || size_cmp(&ps->by_size, &b->by_size) < 0);
+        ps = b;
+    }
+    return 0;
+}
+
+/* Every free list, then all of them together: no block of one list may
+ * overlap a block of another, and the pool is its free blocks plus its
+ * allocated bytes. */
+static int pool_walk_lists(const rmm_pool *p, cmb_walk *w, span *all, size_t n_all)
+{
+    uint64_t free_bytes = 0, upstream_bytes = 0, key, size;
+    size_t k = 0;
+    for (size_t i = 0; i < cmb_so_count(&p->so); i++) {
+        const pool_stream *l = (const pool_stream *)cmb_so_at(&p->so, i);
+        if (walk_list(l, w, &free_bytes))
+            return 1;
+        for (cmb_rbnode *n = cmb_rb_first(&l->by_addr); n && all; n = cmb_rb_next(n), k++)
+            all[k] = (span){cmb_rb_entry(n, pool_block, by_addr)->ptr, cmb_rb_entry(n, pool_block, by_addr)->size};
+    }
+    for (size_t it = 0; p->upstream_blocks.keys && cmb_hashmap_next(&p->upstream_blocks, &it, &key, &size);)
+        upstream_bytes += size;
+    CMB_WALK_CHECK(w, upstream_bytes == p->pool_size);
+    CMB_WALK_CHECK(w, free_bytes + (uint64_t)p->st.allocated.current == p->pool_size);
+    if (all) {
+        qsort(all, n_all, sizeof *all, span_cmp);
+        for (size_t i = 1; i < n_all; i++)
+            CMB_WALK_CHECK(w, all[i - 1].ptr + all[i - 1].size <= all[i].ptr);
+    }
+    return 0;
+}
+
+int _cmb_rmm_pool_walk(const void *state, cmb_walk *w)
+{
+    const rmm_pool *p = state;
+    size_t n = 0;
+    for (size_t i = 0; i < cmb_so_count(&p->so); i++)
+        n += ((const pool_stream *)cmb_so_at(&p->so, i))->by_addr.count;
+    span *all = n > 1 ? malloc(n * sizeof *all) : NULL; /* host OOM: skip the cross-list check */
+    int broken = pool_walk_lists(p, w, all, n);
+    free(all);
+    return broken;
+}
+
 /* --- the method table ---------------------------------------------------------------- */
 
 static cmb_status pool_destroy(void *state);
@@ -472,6 +547,7 @@ static cmb_status pool_allocate(void *state, size_t size, cmb_stream stream, voi
     cmb_stat_increase(&p->st.requested, (int64_t)size);
     cmb_stat_increase(&p->st.allocated, (int64_t)aligned);
     cmb_stat_increase(&p->st.blocks, 1);
+    CMB_VALIDATE_TICK(p->ops, _cmb_rmm_pool_walk, p);
     return CMB_OK;
 }
 
@@ -495,12 +571,14 @@ static cmb_status pool_deallocate(void *state, void *ptr, size_t size, cmb_strea
     cmb_stat_decrease(&p->st.requested, (int64_t)size);
     cmb_stat_decrease(&p->st.allocated, (int64_t)aligned);
     cmb_stat_decrease(&p->st.blocks, 1);
+    CMB_VALIDATE_TICK(p->ops, _cmb_rmm_pool_walk, p);
     return CMB_OK;
 }
 
 /* RMM's pool never gives memory back before it is destroyed. */
 static cmb_status pool_trim(void *state)
 {
+    CMB_VALIDATE_NOW(_cmb_rmm_pool_walk, state);
     (void)state;
     return CMB_OK;
 }
@@ -530,6 +608,8 @@ static cmb_status pool_destroy(void *state)
 {
     rmm_pool *p = state;
     cmb_status result = CMB_OK;
+    if (p->so.hooks) /* created: a failed create comes here half-built */
+        CMB_VALIDATE_NOW(_cmb_rmm_pool_walk, p);
     cmb_so_destroy(&p->so); /* the lists' events and block records */
     /* release(): every upstream block, whether or not the program freed it */
     uint64_t key, size;

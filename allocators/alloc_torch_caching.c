@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_assert.h"
 #include "../common/cmb_units.h"
 #include "cmb_torch.h"
 #include "options.h"
@@ -640,6 +641,7 @@ static cmb_status alloc_found_block(_cmb_tc_state *st, _cmb_tc_params *p, size_t
     cmb_stat_increase(&st->requested, (int64_t)orig_size);
     cmb_stat_increase(&st->blocks, 1);
     *ptr = (void *)taken->ptr;
+    CMB_VALIDATE_TICK(st->ops, _cmb_tc_walk, st);
     return CMB_OK;
 
 out_nomem:
@@ -727,6 +729,7 @@ cmb_status _cmb_tc_deallocate(void *state, void *ptr, size_t size, cmb_stream st
     if (b->n_uses)
         return insert_events(st, b);
     free_block(st, b);
+    CMB_VALIDATE_TICK(st->ops, _cmb_tc_walk, st);
     return CMB_OK;
 }
 
@@ -759,7 +762,92 @@ cmb_status cmb_torch_record_stream(const cmb_allocator_methods *m, void *state, 
 
 cmb_status _cmb_tc_trim(void *state)
 {
-    return release_cached_blocks(state);
+    CMB_VALIDATE_NOW(_cmb_tc_walk, state);
+    cmb_status s = release_cached_blocks(state);
+    CMB_VALIDATE_NOW(_cmb_tc_walk, state);
+    return s;
+}
+
+/* --- invariants ----------------------------------------------------------------------------------------- */
+
+static int block_cmp(const cmb_rbnode *x, const cmb_rbnode *y)
+{
+    return block_less(BLK(x), BLK(y)) ? -1 : block_less(BLK(y), BLK(x)) ? 1 : 0;
+}
+
+typedef struct tc_count {
+    uint64_t held, allocated, allocated_bytes, cached[2], unmapped[2], segs;
+} tc_count;
+
+static int mergeable(const _cmb_tc_block *b)
+{
+    return !b->allocated && b->event_count == 0 && !b->n_uses;
+}
+
+/* One block of a segment: in the set its state says, linked both ways to a
+ * contiguous neighbour of the same segment; never two free neighbours of
+ * the same mapped state (a free merges them). */
+static int walk_block(const _cmb_tc_state *st, const _cmb_tc_block *c, cmb_walk *w, tc_count *n)
+{
+    uint64_t v;
+    const _cmb_tc_block *nx = c->next;
+    CMB_WALK_CHECK(w, c->size > 0 && (c->es || c->mapped));
+    CMB_WALK_CHECK(w, !nx || (nx->prev == c && c->ptr + c->size == nx->ptr && nx->es == c->es && nx->pool == c->pool));
+    CMB_WALK_CHECK(w, !nx || !mergeable(c) || !mergeable(nx) || c->mapped != nx->mapped);
+    int idx = c->pool == &st->small;
+    if (c->allocated) {
+        CMB_WALK_CHECK(w, c->where == TC_IN_NONE && cmb_hashmap_get(&st->live, (uint64_t)c->ptr, &v) && v == (uint64_t)(uintptr_t)c);
+        n->allocated++;
+        n->allocated_bytes += c->size;
+    } else if (c->event_count) {
+        CMB_WALK_CHECK(w, c->where == TC_IN_NONE); /* waits for its streams' events */
+    } else if (c->mapped) {
+        CMB_WALK_CHECK(w, c->where == TC_IN_BLOCKS);
+        n->cached[idx]++;
+    } else {
+        CMB_WALK_CHECK(w, c->where == TC_IN_UNMAPPED); /* on whole pages: _cmb_tc_es_walk */
+        n->unmapped[idx]++;
+    }
+    return 0;
+}
+
+/* One segment from its first block: a cudaMalloc'd one counts whole, an
+ * expandable one by its mapped pages (_cmb_tc_es_walk). */
+static int walk_segment(const _cmb_tc_state *st, const _cmb_tc_block *head, cmb_walk *w, tc_count *n)
+{
+    size_t bytes = 0;
+    for (const _cmb_tc_block *c = head; c; c = c->next) {
+        if (walk_block(st, c, w, n))
+            return 1;
+        bytes += c->size;
+    }
+    if (!head->es) {
+        n->held += bytes;
+        return 0;
+    }
+    n->segs++;
+    return _cmb_tc_es_walk(head, w, &n->held);
+}
+
+/* Every segment (its first block has no prev), then the sets and counters
+ * against the recount. */
+int _cmb_tc_walk(const void *state, cmb_walk *w)
+{
+    const _cmb_tc_state *st = state;
+    tc_count n = {0};
+    for (const _cmb_tc_slab *sl = st->slabs; sl; sl = sl->next)
+        for (size_t i = 0; i < TC_SLAB_BLOCKS; i++)
+            if (sl->b[i].in_use && !sl->b[i].prev && walk_segment(st, &sl->b[i], w, &n))
+                return 1;
+    const _cmb_tc_pool *pools[2] = {&st->large, &st->small};
+    for (int i = 0; i < 2; i++) {
+        CMB_WALK_CHECK(w, cmb_rb_validate(&pools[i]->blocks, block_cmp) >= 0 && pools[i]->blocks.count == n.cached[i]);
+        CMB_WALK_CHECK(w, cmb_rb_validate(&pools[i]->unmapped, addr_cmp) >= 0 && pools[i]->unmapped.count == n.unmapped[i]);
+    }
+    CMB_WALK_CHECK(w, n.held == st->total_allocated_memory && n.segs == st->n_segs);
+    CMB_WALK_CHECK(w, n.allocated == st->live.count && (int64_t)n.allocated == st->blocks.current);
+    CMB_WALK_CHECK(w, (int64_t)n.allocated_bytes == st->allocated.current);
+    return 0;
 }
 
 /* --- statistics --------------------------------------------------------------------------------------- */
@@ -1019,6 +1107,7 @@ cmb_status _cmb_tc_destroy(void *state)
     cmb_status first = CMB_OK, s;
     if (!st)
         return CMB_OK;
+    CMB_VALIDATE_NOW(_cmb_tc_walk, st);
     for (size_t i = 0; i < st->n_events; i++)
         cmb_up_event_destroy(st->up, st->events[i].ev);
     first = free_segments(st);

@@ -353,6 +353,27 @@ cmb_status _cmb_tc_es_destroy_all(_cmb_tc_state *st)
     return first;
 }
 
+/* --- invariants ------------------------------------------------------------------------ */
+
+int _cmb_tc_es_walk(const _cmb_tc_block *head, cmb_walk *w, size_t *held)
+{
+    const _cmb_tc_expseg *es = head->es;
+    size_t bytes = 0;
+    CMB_WALK_CHECK(w, head->ptr == es->base);
+    for (const _cmb_tc_block *c = head; c; c = c->next) {
+        size_t p0 = (c->ptr - es->base) / es->page, p1 = (c->ptr + c->size - es->base + es->page - 1) / es->page;
+        CMB_WALK_CHECK(w, c->es == es && p1 <= es->max_handles);
+        CMB_WALK_CHECK(w, c->mapped || ((c->ptr - es->base) % es->page == 0 && c->size % es->page == 0));
+        for (size_t p = p0; p < p1; p++)
+            CMB_WALK_CHECK(w, es->mapped[p] == c->mapped);
+        bytes += c->size;
+    }
+    CMB_WALK_CHECK(w, bytes == es->va_size);
+    for (size_t p = 0; p < es->max_handles; p++)
+        *held += es->mapped[p] ? es->page : 0;
+    return 0;
+}
+
 /* --- the table ------------------------------------------------------------------------- */
 
 static cmb_status te_create(const cmb_config *cfg, cmb_upstream *up, void **state)

@@ -1,7 +1,10 @@
 /* registry.c - the table of named allocators, in the order --list shows. */
 #include "registry.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "../common/cmb_assert.h"
 
 extern const cmb_allocator_methods cmb_cuda_methods;
 extern const cmb_allocator_methods cmb_cuda_async_methods;
@@ -72,4 +75,42 @@ const char *cmb_allocator_impl(const cmb_allocator_entry *e)
         return "emulation";
     /* a policy over an upstream that imitates no library is the suite's own */
     return e && (e->methods->flags & CMB_ALLOC_USES_UPSTREAM) ? "suite" : "real";
+}
+
+/* --- invariant walks ------------------------------------------------------------ */
+
+int _cmb_rmm_pool_walk(const void *state, cmb_walk *w);
+int _cmb_binning_walk(const void *state, cmb_walk *w);
+int _cmb_arena_walk(const void *state, cmb_walk *w);
+int _cmb_bfc_walk(const void *state, cmb_walk *w);
+int _cmb_buddy_walk(const void *state, cmb_walk *w);
+int _cmb_cupy_walk(const void *state, cmb_walk *w);
+int _cmb_tc_walk(const void *state, cmb_walk *w);
+
+static const struct {
+    const cmb_allocator_methods *m;
+    int (*walk)(const void *state, cmb_walk *w);
+} walks[] = {
+    {&cmb_rmm_pool_methods, _cmb_rmm_pool_walk},   {&cmb_binning_methods, _cmb_binning_walk},
+    {&cmb_arena_methods, _cmb_arena_walk},         {&cmb_bfc_methods, _cmb_bfc_walk},
+    {&cmb_buddy_methods, _cmb_buddy_walk},         {&cmb_cupy_methods, _cmb_cupy_walk},
+    {&cmb_torch_caching_methods, _cmb_tc_walk},    {&cmb_torch_expandable_methods, _cmb_tc_walk},
+};
+
+int cmb_allocator_walk(const cmb_allocator_methods *m, const void *state, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < sizeof walks / sizeof walks[0]; i++) {
+        if (walks[i].m != m)
+            continue;
+        cmb_walk w = {0};
+        if (!walks[i].walk(state, &w)) {
+            if (why && whylen)
+                why[0] = '\0';
+            return 0;
+        }
+        if (why && whylen)
+            snprintf(why, whylen, "%s (%s:%u, %s)", w.expr, w.file, w.line, w.func);
+        return 1;
+    }
+    return -1;
 }

@@ -39,6 +39,13 @@ const char *cmb_allocator_sim_skip_reason(const cmb_allocator_methods *m);
  * NULL) are "real". */
 const char *cmb_allocator_impl(const cmb_allocator_entry *e);
 
+/* Walks the instance's whole structure (block lists cover the segments,
+ * free lists sorted and coalesced, statistics match a recount;
+ * common/cmb_assert.h) in any build: 0 when every invariant holds, 1 with
+ * the first broken one in `why`, -1 when the allocator has no walk (the
+ * CUDA allocators, plug-ins). */
+int cmb_allocator_walk(const cmb_allocator_methods *m, const void *state, char *why, size_t whylen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_rbtree.h"
 #include "cmb_allocator.h"
@@ -116,6 +117,7 @@ typedef struct _cmb_tc_state {
     uint64_t num_alloc_retries, num_ooms;
 
     char err[256];
+    CMB_DEBUG_ONLY(uint64_t ops;)
 } _cmb_tc_state;
 
 /* --- core calls used by the expandable half ------------------------------------------ */
@@ -136,6 +138,8 @@ cmb_status _cmb_tc_trim(void *state);
 cmb_status _cmb_tc_stats(void *state, cmb_alloc_stats *out);
 cmb_status _cmb_tc_destroy(void *state);
 const char *_cmb_tc_last_error(void *state);
+/* The invariant walk of both (common/cmb_assert.h). */
+int _cmb_tc_walk(const void *state, cmb_walk *w);
 
 /* --- the expandable half (alloc_torch_expandable.c) ---------------------------------- */
 
@@ -147,5 +151,9 @@ cmb_status _cmb_tc_es_unmap_block(_cmb_tc_state *st, _cmb_tc_block *b);
 cmb_status _cmb_tc_es_release(_cmb_tc_state *st, _cmb_tc_block *b);
 /* destroy: unmap everything still mapped and release every segment. */
 cmb_status _cmb_tc_es_destroy_all(_cmb_tc_state *st);
+/* The invariants of the segment that `head` starts: it covers the whole
+ * reserved range, every mapped block lies on mapped pages and no unmapped
+ * one does; adds the mapped bytes to *held. */
+int _cmb_tc_es_walk(const _cmb_tc_block *head, cmb_walk *w, size_t *held);
 
 #endif /* CMB_TORCH_CACHING_H */

@@ -10,3 +10,14 @@ void _cmb_assert_fail(const char *expr, const char *file, unsigned line, const c
     fflush(stderr);
     abort();
 }
+
+int _cmb_walk_fail(cmb_walk *w, const char *expr, const char *file, unsigned line, const char *func)
+{
+    if (w) {
+        w->expr = expr;
+        w->file = file;
+        w->line = line;
+        w->func = func;
+    }
+    return 1;
+}

@@ -26,7 +26,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../traces/trace.h"
 #include "scenario.h"
 
