@@ -658,7 +658,25 @@ static void nothing_ran(const ans_run *run, size_t *idx, FILE *out)
         fprintf(out, "  %s\n", r + (*r == ' '));
 }
 
-int cmb_answer_table(const char *dir, FILE *out)
+/* Every case of the run, those of the runs it resumed included: the one
+ * count the answers, the report and --resume all read from results.csv. */
+static void print_totals(const ans_run *run, const char *dir, FILE *out)
+{
+    static const char *const kinds[] = {"ok", "partial", "oom", "failed", "skipped"};
+    static const char *const words[] = {"ok", "partly failed", "did not fit", "failed", "skipped"};
+    size_t n[5] = {0};
+    char line[256];
+    size_t used = 0;
+    for (size_t i = 0; i < run->n; i++)
+        for (size_t k = 0; k < 5; k++)
+            n[k] += !strcmp(case_status(&run->c[i]), kinds[k]);
+    for (size_t k = 0; k < 5 && used < sizeof line; k++)
+        if (n[k] || k == 0)
+            used += (size_t)snprintf(line + used, sizeof line - used, "%s%zu %s", used ? ", " : "", n[k], words[k]);
+    fprintf(out, "cumembench: the whole run (with the part before --resume): %zu cases: %s\n", run->n, line);
+}
+
+int cmb_answer_table(const char *dir, int resumed, FILE *out)
 {
     ans_run run = {0};
     int rc = read_results(dir, &run, out);
@@ -673,6 +691,8 @@ int cmb_answer_table(const char *dir, FILE *out)
         nothing_ran(&run, idx, out);
         rc = 1;
     } else if (!rc) {
+        if (resumed) /* the session's counts above miss the cases run before --resume */
+            print_totals(&run, dir, out);
         fprintf(out, "cumembench: answers%s\n", strcmp(run.mode, "gpu") ? " (sim: memory only; time is not ranked, "
                                                                           "sim times are host bookkeeping)" : "");
         for (size_t i = 0; i < run.n; i++)

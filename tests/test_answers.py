@@ -76,7 +76,6 @@ class Answers(unittest.TestCase):
         self.assertIn("highest max_batch", got["batch-sweep"]["memory"])
         self.assertIn("needs a GPU", got["pinned"]["not_run"])
         self.assertIn("where to look next: make report RUNS=" + out, p.stderr)
-        self.assertIn("docs/scenarios.md", p.stderr)
         # each case's line leads with its scenario's answer
         self.assertRegex(p.stderr, r"churn/cuda/\S+  ok  churn peak reserved \S+ \S+ for \S+ \S+ requested  churn "
                                    r"frag 0\.000  checkerboard capacity ratio 1\.000")
@@ -106,6 +105,27 @@ class Answers(unittest.TestCase):
         with open(os.path.join(out, "results.csv")) as f:
             oom_rows = [line for line in f if ",oom," in line and "capacity=1GiB" in line]
         self.assertTrue(oom_rows and all("did not fit: " in line for line in oom_rows))
+
+    def test_a_resumed_run_counts_every_case(self):
+        """--resume of a finished run runs nothing new: the counts of the whole run (from
+        results.csv, as the report reads it) come before the answers."""
+        out = os.path.join(self.tmp, "resumed")
+        p = run(["--scenario", "replay,pinned", "--allocator", "bfc,cuda", "--param", f"trace={MLP}",
+                 "--param", "capacity=3GiB", "--repetitions", "1"], out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("the whole run", p.stderr)
+        p = subprocess.run([BIN, "--resume", out], capture_output=True, text=True, timeout=600, cwd=SRC)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = load_run(out)
+        n = r.counts()
+        m = re.search(r"the whole run \(with the part before --resume\): (\d+) cases: (.*)\n", p.stderr)
+        self.assertTrue(m, p.stderr)
+        self.assertEqual(int(m.group(1)), len(r.cases))
+        words = {"ok": "ok", "partly failed": "partial", "did not fit": "oom", "failed": "failed", "skipped": "skipped"}
+        got = {words[w]: int(k) for k, w in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", m.group(2))}
+        self.assertEqual(got, {k: v for k, v in n.items() if v or k == "ok"})
+        self.assertEqual(got, {"ok": 1, "oom": 1, "skipped": 2})
+        self.assertIn("bfc (14 allocations failed)", console_answers(p.stderr)["replay"]["not_fit"])
 
     def test_nothing_ran_says_why_and_fails(self):
         for args, reason in ((["--scenario", "churn", "--param", "live_cap=1KiB"], "does not fit under live_cap"),
