@@ -34,7 +34,7 @@ COMMITTED_RUNS = $(shell find results \( -name results.csv -o -name results.csv.
 
 CMAKE_FLAGS = -DCMAKE_CUDA_COMPILER=$(NVCC) $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)")
 
-.PHONY: all deps build bench report report-gpus test baseline regress clean
+.PHONY: all deps build build-quiet bench report report-gpus test baseline regress clean
 
 all: build
 
@@ -47,6 +47,12 @@ build: deps
 
 # The suite (on every listed GPU with GPUS=), then its report; the exit
 # status is the suite's.
+# The same build, silent unless it fails (then its whole log): make regress
+# shows the comparison, not the build's progress.
+build-quiet: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@log=$$(cmake --build $(BUILD) -j$(JOBS) 2>&1) || { printf '%s\n' "$$log" >&2; exit 1; }
+
 bench: build
 	@GPUS="$(GPUS)" OUT="$(OUT)" REPORT="$(REPORT)" PYTHON="$(PYTHON)" ci/bench.sh $(BUILD) --preset $(PRESET) $(ARGS)
 
@@ -69,13 +75,13 @@ test: DEPS_FLAGS = --test
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
-baseline: build
+baseline: build-quiet
 	@BIN=$(BUILD)/cumembench MODE=$(MODE) ci/baseline.sh
 
 # With CURRENT given only the comparison runs (nothing is built). make's own
 # exit status is 2 on any failure; ci/regress.sh and tools/cumembench-compare
 # return 1 for a regression and 2 for unusable input.
-regress: $(if $(CURRENT),,build)
+regress: $(if $(CURRENT),,build-quiet)
 	@BIN=$(BUILD)/cumembench MODE=$(MODE) BASELINE=$(BASELINE) CURRENT=$(CURRENT) SUMMARY=$(SUMMARY) \
 		ci/regress.sh $(COMPARE_ARGS)
 

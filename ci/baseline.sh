@@ -5,6 +5,10 @@
 # new run has finished. See docs/regress.md.
 #
 #   BIN=build/cumembench MODE=sim|gpu [BASELINE_ARGS="..."] [RESULTS=results] ci/baseline.sh
+#
+# A baseline records the revision it was built from, so the sources must be
+# committed: changed files outside results/ stop it (exit 2), unless
+# CMB_BASELINE_DIRTY_OK=1 (the revision then reads -dirty).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -28,6 +32,15 @@ gpu) default_args=$GPU_ARGS ;;
     ;;
 esac
 read -r -a args <<<"${BASELINE_ARGS:-$default_args}"
+
+if [ -z "${CMB_BASELINE_DIRTY_OK:-}" ] && git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+    changed=$(git -C "$root" status --porcelain --untracked-files=no -- . ':(exclude)results')
+    if [ -n "$changed" ]; then
+        echo "baseline: the sources differ from the commit; commit them first (or CMB_BASELINE_DIRTY_OK=1):" >&2
+        printf '%s\n' "$changed" | head -10 | sed 's/^/  /' >&2
+        exit 2
+    fi
+fi
 
 [ -x "$BIN" ] || {
     echo "baseline: $BIN is not built (make build)" >&2

@@ -517,6 +517,41 @@ static void time_line(const ans_run *run, const size_t *idx, size_t n, char *out
     free(s);
 }
 
+/* The value of `key` in "k=v;k=v" into out ("" when absent). */
+static void param_of(const char *params, const char *key, size_t klen, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (const char *p = params; *p;) {
+        size_t n = strcspn(p, ";");
+        if (n > klen && !strncmp(p, key, klen) && p[klen] == '=')
+            snprintf(out, len, "%.*s", (int)(n - klen - 1), p + klen + 1);
+        p += n + (p[n] == ';');
+    }
+}
+
+/* " [k=v k=v]": the parameters that differ between the scenario's cases
+ * (names the case when the scenario ran several parameter sets). */
+static void varying(const ans_run *run, const size_t *idx, size_t n, const ans_case *c, char *out, size_t len)
+{
+    size_t used = 0;
+    char mine[256], other[256];
+    out[0] = '\0';
+    for (const char *p = c->params; *p && used < len;) {
+        size_t kn = strcspn(p, "=;"), n_all = strcspn(p, ";");
+        param_of(c->params, p, kn, mine, sizeof mine);
+        int differs = 0;
+        for (size_t i = 0; i < n && !differs; i++) {
+            param_of(run->c[idx[i]].params, p, kn, other, sizeof other);
+            differs = strcmp(mine, other) != 0;
+        }
+        if (differs)
+            used += (size_t)snprintf(out + used, len - used, "%s%.*s=%s", used ? " " : " [", (int)kn, p, mine);
+        p += n_all + (p[n_all] == ';');
+    }
+    if (used && used < len)
+        snprintf(out + used, len - used, "]");
+}
+
 /* Labels of the cases with `status`, with how many allocations failed for oom. */
 static int status_list(const ans_run *run, const size_t *idx, size_t n, const char *status, char *out, size_t len)
 {
@@ -527,8 +562,10 @@ static int status_list(const ans_run *run, const size_t *idx, size_t n, const ch
         const ans_case *c = &run->c[idx[i]];
         if (strcmp(case_status(c), status))
             continue;
+        char params[256];
+        varying(run, idx, n, c, params, sizeof params);
         found++;
-        used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "", c->label);
+        used += (size_t)snprintf(out + used, len - used, "%s%s%s", used ? ", " : "", c->label, params);
         if (!strcmp(status, "oom") && !isinf(c->oom_lo) && used < len)
             used += (size_t)(c->oom_lo == c->oom_hi
                                  ? snprintf(out + used, len - used, " (%.0f allocations failed)", c->oom_hi)
@@ -621,7 +658,25 @@ static void nothing_ran(const ans_run *run, size_t *idx, FILE *out)
         fprintf(out, "  %s\n", r + (*r == ' '));
 }
 
-int cmb_answer_table(const char *dir, FILE *out)
+/* Every case of the run, those of the runs it resumed included: the one
+ * count the answers, the report and --resume all read from results.csv. */
+static void print_totals(const ans_run *run, const char *dir, FILE *out)
+{
+    static const char *const kinds[] = {"ok", "partial", "oom", "failed", "skipped"};
+    static const char *const words[] = {"ok", "partly failed", "did not fit", "failed", "skipped"};
+    size_t n[5] = {0};
+    char line[256];
+    size_t used = 0;
+    for (size_t i = 0; i < run->n; i++)
+        for (size_t k = 0; k < 5; k++)
+            n[k] += !strcmp(case_status(&run->c[i]), kinds[k]);
+    for (size_t k = 0; k < 5 && used < sizeof line; k++)
+        if (n[k] || k == 0)
+            used += (size_t)snprintf(line + used, sizeof line - used, "%s%zu %s", used ? ", " : "", n[k], words[k]);
+    fprintf(out, "cumembench: the whole run (with the part before --resume): %zu cases: %s\n", run->n, line);
+}
+
+int cmb_answer_table(const char *dir, int resumed, FILE *out)
 {
     ans_run run = {0};
     int rc = read_results(dir, &run, out);
@@ -636,6 +691,8 @@ int cmb_answer_table(const char *dir, FILE *out)
         nothing_ran(&run, idx, out);
         rc = 1;
     } else if (!rc) {
+        if (resumed) /* the session's counts above miss the cases run before --resume */
+            print_totals(&run, dir, out);
         fprintf(out, "cumembench: answers%s\n", strcmp(run.mode, "gpu") ? " (sim: memory only; time is not ranked, "
                                                                           "sim times are host bookkeeping)" : "");
         for (size_t i = 0; i < run.n; i++)

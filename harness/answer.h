@@ -27,10 +27,11 @@ const char *cmb_answer_ok_word(const cmb_scenario *s);
 
 /* Reads DIR/results.csv (every case of the run, a resumed run's earlier
  * ones included) and prints the answer table and where to look next to
- * `out`. When no case ran, it says why instead, grouped by reason.
- * Returns 0 when some case ran, 1 when none did, -1 (with a line on `out`)
- * when the file cannot be read. */
-int cmb_answer_table(const char *dir, FILE *out);
+ * `out`; `resumed`: first the counts of the whole run, which the session's
+ * own summary line does not cover. When no case ran, it says why instead,
+ * grouped by reason. Returns 0 when some case ran, 1 when none did, -1
+ * (with a line on `out`) when the file cannot be read. */
+int cmb_answer_table(const char *dir, int resumed, FILE *out);
 
 #ifdef __cplusplus
 }

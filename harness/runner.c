@@ -366,7 +366,7 @@ static int summary(const run_ctx *rc, const cmb_cli *cli, cmb_mode mode, double 
                         "device (counters device_unreturned_bytes, device_dirty_bytes)\n", rc->dc->n_unreturned,
                 rc->dc->n_dirty);
     if (!cli->quiet || !(tot->ok + tot->oom + tot->failed)) /* the answers, or why nothing ran */
-        return cmb_answer_table(dir, stderr) > 0;
+        return cmb_answer_table(dir, cli->resume != NULL, stderr) > 0;
     return 0;
 }
 

@@ -76,11 +76,56 @@ class Answers(unittest.TestCase):
         self.assertIn("highest max_batch", got["batch-sweep"]["memory"])
         self.assertIn("needs a GPU", got["pinned"]["not_run"])
         self.assertIn("where to look next: make report RUNS=" + out, p.stderr)
-        self.assertIn("docs/scenarios.md", p.stderr)
         # each case's line leads with its scenario's answer
         self.assertRegex(p.stderr, r"churn/cuda/\S+  ok  churn peak reserved \S+ \S+ for \S+ \S+ requested  churn "
                                    r"frag 0\.000  checkerboard capacity ratio 1\.000")
         self.assertRegex(p.stderr, r"replay/cuda/\S+  fits  min capacity \S+ \S+  peak reserved")
+
+    def test_a_replay_that_does_not_fit_is_oom_and_not_ranked(self):
+        # the issue's case: the MLP sweep on a 1 GiB device under bfc and torch-caching
+        out = os.path.join(self.tmp, "oom")
+        p = run(["--scenario", "replay", "--allocator", "bfc,torch-caching,cuda", "--param", f"trace={MLP}",
+                 "--param", "capacity=1GiB,8GiB"], out)
+        self.assertEqual(p.returncode, 0, p.stderr)   # did not fit is an answer, not a failure
+        self.assertRegex(p.stderr, r"replay/bfc/\S+capacity:1GiB\S*  did not fit: 27 allocations failed  min capacity")
+        self.assertRegex(p.stderr, r"replay/torch-caching/\S+capacity:1GiB\S*  did not fit: 21 allocations failed")
+        self.assertRegex(p.stderr, r"replay/bfc/\S+capacity:8GiB\S*  fits  min capacity")
+        r = load_run(out)
+        small = [c for c in r.cases.values() if "capacity=1GiB" in c.params]
+        self.assertEqual({c.allocator: c.status for c in small}, {"bfc": "oom", "torch-caching": "oom",
+                                                                   "cuda": "oom"})
+        rows = {(row.allocator): row for row in A.ranking(r, "replay")}
+        for a in ("bfc", "torch-caching"):
+            self.assertEqual(rows[a].oom, 1, a)
+        # the 1 GiB cases are nowhere in the memory comparison: every 4 GiB case fit, and only they count
+        self.assertEqual(console_answers(p.stderr)["replay"]["not_fit"],
+                         "bfc [capacity=1GiB] (27 allocations failed), torch-caching [capacity=1GiB] (21 allocations "
+                         "failed), cuda [capacity=1GiB] (15 allocations failed)")
+        self.assertEqual(A.answer(r, "replay").not_fit, console_answers(p.stderr)["replay"]["not_fit"])
+        with open(os.path.join(out, "results.csv")) as f:
+            oom_rows = [line for line in f if ",oom," in line and "capacity=1GiB" in line]
+        self.assertTrue(oom_rows and all("did not fit: " in line for line in oom_rows))
+
+    def test_a_resumed_run_counts_every_case(self):
+        """--resume of a finished run runs nothing new: the counts of the whole run (from
+        results.csv, as the report reads it) come before the answers."""
+        out = os.path.join(self.tmp, "resumed")
+        p = run(["--scenario", "replay,pinned", "--allocator", "bfc,cuda", "--param", f"trace={MLP}",
+                 "--param", "capacity=3GiB", "--repetitions", "1"], out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("the whole run", p.stderr)
+        p = subprocess.run([BIN, "--resume", out], capture_output=True, text=True, timeout=600, cwd=SRC)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = load_run(out)
+        n = r.counts()
+        m = re.search(r"the whole run \(with the part before --resume\): (\d+) cases: (.*)\n", p.stderr)
+        self.assertTrue(m, p.stderr)
+        self.assertEqual(int(m.group(1)), len(r.cases))
+        words = {"ok": "ok", "partly failed": "partial", "did not fit": "oom", "failed": "failed", "skipped": "skipped"}
+        got = {words[w]: int(k) for k, w in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", m.group(2))}
+        self.assertEqual(got, {k: v for k, v in n.items() if v or k == "ok"})
+        self.assertEqual(got, {"ok": 1, "oom": 1, "skipped": 2})
+        self.assertIn("bfc (14 allocations failed)", console_answers(p.stderr)["replay"]["not_fit"])
 
     def test_nothing_ran_says_why_and_fails(self):
         for args, reason in ((["--scenario", "churn", "--param", "live_cap=1KiB"], "does not fit under live_cap"),

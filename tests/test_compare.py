@@ -5,6 +5,7 @@ identical, slower by 1.5x, a larger peak, a missing case, a different GPU,
 corrupted JSON; plus the filters, the slug and the exit statuses."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,36 @@ def case(data, dist):
 
 def metric(entry, name, part="memory"):
     return next(m for m in entry[part] if m["metric"] == name)
+
+
+class Output(unittest.TestCase):
+    """The summary and the verdict first; only the cases that changed unless --all."""
+
+    def test_summary_first_and_changes_only(self):
+        rc, out, err, data = compare("base", "identical")
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "cumembench-compare")
+        self.assertTrue(lines[1].startswith("summary: 2 cases: 0 regressed"), lines[1])
+        self.assertEqual(lines[2], "result: ok (exit 0)")
+        self.assertNotIn("UNCHANGED", out)
+        self.assertIn("(2 unchanged cases not listed: --all lists every case)", out)
+        rc, out, err, data = compare("base", "identical", "--all")
+        self.assertEqual(sum(1 for l in out.splitlines() if l.startswith("UNCHANGED ")), 2)
+        self.assertNotIn("not listed", out)
+
+    def test_a_regression_is_listed_under_the_summary(self):
+        rc, out, err, data = compare("base", "slower")
+        lines = out.splitlines()
+        self.assertTrue(lines[1].startswith("summary: 2 cases: 2 regressed"), lines[1])
+        self.assertEqual(lines[2], "result: REGRESSION (exit 1)")
+        self.assertEqual(sum(1 for l in lines if l.startswith("REGRESSED ")), 2)
+
+    def test_new_and_missing_cases_grouped_by_scenario(self):
+        rc, out, err, data = compare("base", "missing")
+        missing = [l for l in out.splitlines() if l.startswith("MISSING ")]
+        self.assertTrue(missing and all(re.match(r"MISSING\s+\S+: \d+ cases? \(", l) for l in missing), out)
+        rc, out, err, data = compare("base", "missing", "--all")
+        self.assertTrue(any(re.match(r"MISSING\s+\S+/", l) for l in out.splitlines()), out)
 
 
 class FixturePairs(unittest.TestCase):

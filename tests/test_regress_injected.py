@@ -122,7 +122,8 @@ class InjectedRegression(unittest.TestCase):
         with the baseline's arguments), through the scripts behind them."""
         results = os.path.join(TMP, "results")
         shutil.rmtree(results, ignore_errors=True)
-        env = dict(os.environ, BIN=BIN, MODE="sim", RESULTS=results,
+        # a development tree may hold uncommitted sources: the refusal is tested below
+        env = dict(os.environ, BIN=BIN, MODE="sim", RESULTS=results, CMB_BASELINE_DIRTY_OK="1",
                    BASELINE_ARGS=" ".join(SUITE[:-1] + ["--allocator", "external:" + PLUGIN]))
         p = subprocess.run([os.path.join(SRC, "ci", "baseline.sh")], capture_output=True, text=True, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -139,6 +140,38 @@ class InjectedRegression(unittest.TestCase):
         p = subprocess.run([os.path.join(SRC, "ci", "regress.sh")], capture_output=True, text=True,
                            env=dict(env, CURRENT=self.round4k))
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+
+
+    def test_baseline_refuses_uncommitted_sources(self):
+        """ci/baseline.sh in a repository whose sources changed stops before running anything; a
+        change under results/ alone does not count, and CMB_BASELINE_DIRTY_OK=1 lets it through."""
+        repo = os.path.join(TMP, "dirty-repo")
+        shutil.rmtree(repo, ignore_errors=True)
+        os.makedirs(os.path.join(repo, "ci"))
+        os.makedirs(os.path.join(repo, "results"))
+        shutil.copy(os.path.join(SRC, "ci", "baseline.sh"), os.path.join(repo, "ci", "baseline.sh"))
+        for f, text in (("policy.c", "int x;\n"), ("results/old.txt", "a\n")):
+            with open(os.path.join(repo, f), "w") as fh:
+                fh.write(text)
+        git = ["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"]
+        for cmd in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+            subprocess.run(git + cmd, check=True, capture_output=True)
+        env = dict(os.environ, BIN=os.path.join(repo, "no-binary"), MODE="sim", RESULTS=os.path.join(TMP, "r"))
+        env.pop("CMB_BASELINE_DIRTY_OK", None)
+        script = os.path.join(repo, "ci", "baseline.sh")
+        with open(os.path.join(repo, "results", "old.txt"), "w") as fh:
+            fh.write("b\n")
+        p = subprocess.run([script], capture_output=True, text=True, env=env)
+        self.assertNotIn("sources differ", p.stderr)   # results/ is not a source (it stops later: no binary)
+        with open(os.path.join(repo, "policy.c"), "w") as fh:
+            fh.write("int y;\n")
+        p = subprocess.run([script], capture_output=True, text=True, env=env)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("the sources differ from the commit", p.stderr)
+        self.assertIn("policy.c", p.stderr)
+        p = subprocess.run([script], capture_output=True, text=True, env=dict(env, CMB_BASELINE_DIRTY_OK="1"))
+        self.assertNotIn("sources differ", p.stderr)
+        self.assertIn("is not built", p.stderr)
 
 
 if __name__ == "__main__":

@@ -223,8 +223,14 @@ def emitted_counters():
         with open(path, encoding="utf-8") as f:
             text = f.read()
         names |= {(n, path) for n in LITERAL.findall(text)}
+        # a formatted name: %d a number; %s each word of the file's string tables (one must give a
+        # defined counter: the pattern exists)
+        words = re.findall(r'"([a-z][a-z0-9_]*)"', " ".join(re.findall(r"static const char \*const \w+\[[^]]*\] = "
+                                                                       r"\{[^}]*\}", text)))
         for fmt in FORMATTED.findall(text):
-            names.add((re.sub(r"%[sd]", lambda m: "same" if m.group(0) == "%s" else "50", fmt), path))
+            cands = [re.sub(r"%s", w, fmt.replace("%d", "1")) for w in words or ["same"]] if "%s" in fmt else \
+                [fmt.replace("%d", "1")]
+            names.add((next((n for n in cands if M.defined(n)), cands[0]), path))
     return names
 
 

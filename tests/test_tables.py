@@ -17,6 +17,7 @@ H100 = os.path.join(SRC, "results", "nvidia-h100", "full")
 H200 = os.path.join(SRC, "results", "nvidia-h200", "full")
 ALLOCATORS = ("cuda cuda-async cuda-async-retain managed cub cub-1g torch-caching torch-expandable "
               "rmm-pool arena binning bfc bfc-prealloc cupy buddy").split()
+REAL = "cuda cuda-async cuda-async-retain managed cub cub-1g".split()  # the rest emulate, or are the suite's
 
 
 def tool(name, *args):
@@ -78,16 +79,37 @@ class Rankings(unittest.TestCase):
                          "leak-check", "pinned", "contention", "fastpath"):
             self.assertEqual(sum(1 for l in out.splitlines() if l.startswith(f"| {scenario} |")), 2, scenario)
 
-    def test_fastest_fastpath_is_the_smallest_geometric_mean(self):
+    def fastest(self, group, column):
         out = tool("rankings.py", H200)
         line = next(l for l in out.splitlines() if l.startswith("| fastpath |"))
-        fastest = line.split("|")[4].strip().split(" ")[0]
+        fastest = line.split("|")[column].strip().split(" ")[0]
         sizes = ("size=512B", "size=64KiB", "size=2MiB", "size=64MiB")
         med = {a: [statistics.median(csv_values(H200, "fastpath", a, s, "time_s")) for s in sizes]
-               for a in ALLOCATORS}
+               for a in group}
         best = [min(m[i] for m in med.values()) for i in range(len(sizes))]
         score = {a: statistics.geometric_mean([v / b for v, b in zip(m, best)]) for a, m in med.items()}
         self.assertEqual(fastest, min(score, key=score.get))
+
+    def test_fastest_real_allocator_is_the_smallest_geometric_mean_among_real_ones(self):
+        self.fastest(REAL, 4)
+
+    def test_emulations_times_are_apart_and_labelled(self):
+        self.fastest([a for a in ALLOCATORS if a not in REAL], 5)
+        out = tool("rankings.py", H200)
+        self.assertIn("fastest emulation: policy bookkeeping (lower bound)", out)
+        for line in out.splitlines():
+            if line.startswith("| ") and not line.startswith("| scenario"):
+                real_cell = line.split("|")[4]
+                self.assertFalse(any(a in real_cell.replace("cub-1g", "").split() for a in ALLOCATORS
+                                     if a not in REAL), line)
+
+    def test_sim_runs_rank_no_time(self):
+        sim = os.path.join(SRC, "results", "sim", "fastpath")
+        if not os.path.isdir(sim):
+            self.skipTest("no committed sim run")
+        out = tool("rankings.py", sim)
+        self.assertIn("sim mode: times are host bookkeeping, not ranked", out)
+        self.assertNotIn("fastest", out)
 
     def test_allocators_that_served_less_are_left_out(self):
         out = tool("rankings.py", H100)

@@ -394,12 +394,20 @@ def _time_answer(run, scenario):
     return text
 
 
-def _oom_item(case):
+def _case_name(case, cases):
+    """The allocator, with the parameters that differ between the scenario's
+    cases when there are several sets: 'bfc [capacity=1GiB]'."""
+    vary = [kv for kv in case.params.split(";") if "=" in kv and
+            len({c.param_dict().get(kv.split("=", 1)[0], "") for c in cases}) > 1]
+    return case.allocator + (f" [{' '.join(vary)}]" if vary else "")
+
+
+def _oom_item(case, cases):
     counts = sorted(int(w) for e in case.oom_reps.values() for w in (e or "").split() if w.isdigit())
     if not counts:
-        return case.allocator
+        return _case_name(case, cases)
     n = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
-    return f"{case.allocator} ({n} allocations failed)"
+    return f"{_case_name(case, cases)} ({n} allocations failed)"
 
 
 def answer(run, scenario):
@@ -409,10 +417,10 @@ def answer(run, scenario):
     cases = run.cases_of(scenario)
     if all(c.status == "skipped" for c in cases):
         return Answer(scenario, "", "", "not run: " + _group_reasons(cases))
-    oom = [_oom_item(c) for c in cases if c.status == "oom"]
+    oom = [_oom_item(c, cases) for c in cases if c.status == "oom"]
     ans = Answer(scenario, _memory_answer(run, scenario), _time_answer(run, scenario),
                  ", ".join(oom) if oom else "everything that ran fit")
-    failed = [c.allocator for c in cases if c.status == "failed"]
+    failed = [_case_name(c, cases) for c in cases if c.status == "failed"]
     if failed:
         ans.failed = ", ".join(failed)
     return ans

@@ -245,6 +245,34 @@ KNOWN += [
        "shared-mem (GPU): the same for the allocator's reserved bytes."),
     _M("alloc_us_p0", "alloc at 0%", "us", "lower", "shared-mem (GPU): median allocation latency at the smallest level."),
     _M("alloc_us_p100", "alloc at 100%", "us", "lower", "shared-mem (GPU): median allocation latency at the largest level."),
+    # multi-gpu (one process per GPU; scenarios/multi_gpu.c)
+    _M("ranks", "ranks", "count", "", "multi-gpu: rank processes started, one per device."),
+    _M("foreign_d0_bytes", "foreign on device 0", "bytes", "lower",
+       "multi-gpu: what the ranks other than 0 hold on device 0 (the cost of the usual mistakes)."),
+    _M("foreign_bytes", "foreign", "bytes", "lower", "multi-gpu: what the ranks hold on devices not theirs."),
+    _M("sum_disagree_bytes", "sum disagreement", "bytes", "lower",
+       "multi-gpu: the largest gap between a device's measured use and the sum of the ranks' shares of it."),
+    _M("context_bytes", "context", "bytes", "", "multi-gpu: device memory of one CUDA context (rank 0's init)."),
+    _M("context_ms", "context time", "ms", "", "multi-gpu (GPU): time of rank 0's init step (one context)."),
+    _M("init_ms_max", "slowest init", "ms", "lower", "multi-gpu: the slowest rank's init (a mistaken rank makes two)."),
+    _M("unreturned_bytes", "unreturned", "bytes", "lower",
+       "multi-gpu: device memory still in use after every rank exited (beyond a 32 MiB settling slack)."),
+    _M("rank_leaked_bytes", "ranks' leak", "bytes", "lower", "multi-gpu: what the ranks' upstreams held at destroy."),
+    _M("xfree_verdict", "cross-device free", "count", "",
+       "multi-gpu: a block freed from another device's stream: 0 works, 1 refused, 2 corrupts (the note says what)."),
+    _M("xfree_refused", "cross-device free refused", "count", "", "multi-gpu: 1 when the allocator refused that free."),
+    _M("xfree_reused", "cross-device block reused", "count", "",
+       "multi-gpu: 1 when the block freed from another device came back on device 0's stream."),
+    _M("xfree_misuse", "cross-device misuse", "count", "lower",
+       "multi-gpu: bad upstream calls the cross-device free caused."),
+    _M("xfree_changed_words", "cross-device changed words", "count", "lower",
+       "multi-gpu (GPU): words of other blocks changed after the cross-device free (check kernels)."),
+    _M("peer_map_first_us", "peer map, first", "us", "", "multi-gpu (GPU): the first cudaMemPoolSetAccess for device 1 "
+       "on rank 0's pool."),
+    _M("peer_map_again_us", "peer map, again", "us", "", "multi-gpu (GPU): the same call a second time."),
+    _M("peer_read_ok", "peer read", "count", "higher", "multi-gpu (GPU): 1 when a kernel on device 1 read the block back."),
+    _M("peer_pool_reserved_bytes", "peer pool reserved", "bytes", "",
+       "multi-gpu (GPU): rank 0's pool reserved bytes when device 1 was given access."),
     # planted (hidden, reliability tests only)
     _M("planted_hold_bytes", "planted hold", "bytes", "", "planted (tests): bytes the planted helper process held."),
 ]
@@ -277,6 +305,15 @@ PATTERNS = [
     (r"stall_us_(\w+)", "stall ({0})", "us", "",
      "stream-async (GPU): median time the fill queued after the last allocation took to complete, microseconds "
      "(pattern {0}); about spin_us for `none` means the allocator made the stream wait."),
+    (r"r(\d+)_d(\d+)_bytes", "rank {0} on device {1}", "bytes", "",
+     "multi-gpu: what rank {0} holds on device {1} after its traffic was freed (its contexts, what its allocator "
+     "keeps)."),
+    (r"d(\d+)_bytes", "device {0}", "bytes", "", "multi-gpu: device {0}'s use above the baseline, measured directly."),
+    (r"peer_added_d(\d+)_bytes", "peer map added on device {0}", "bytes", "",
+     "multi-gpu (GPU): what the first peer mapping added on device {0}."),
+    (r"r(\d+)_(pool_reserved|pool_used|pool_cached|stray_pool_reserved)_bytes", "rank {0} {1}", "bytes", "",
+     "multi-gpu (GPU): rank {0}'s cudaMemPool attribute {1} (reserved and used with the traffic live, cached after "
+     "it was freed; stray: the device-0 pool after the pool0 mistake)."),
     (r"occ_p(\d+)", "occupancy at {0}%", "ratio", "",
      "shared-mem (GPU): theoretical occupancy with {0}% of the maximum dynamic shared memory."),
     (r"kernel_us_p(\d+)", "kernel at {0}%", "us", "lower",
@@ -317,7 +354,7 @@ def metric(name):
     for pattern, label, unit, better, definition in PATTERNS:
         hit = re.fullmatch(pattern, name)
         if hit:
-            return Metric(name, label.format(hit.group(1)), unit, better, definition.format(hit.group(1)))
+            return Metric(name, label.format(*hit.groups()), unit, better, definition.format(*hit.groups()))
     unit = "bytes" if name.endswith("_bytes") else "s" if name.endswith("_s") else \
         "ns" if name.endswith("_ns") else ""
     return Metric(name, name, unit, "", UNDEFINED)
