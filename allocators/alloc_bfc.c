@@ -579,24 +579,39 @@ static cmb_status memory_limit_of(cmb_upstream *up, uint64_t limit, double fract
     return CMB_OK;
 }
 
+/* GPUBFCAllocator::Options and GPUOptions (tensorflow/core/protobuf/config.proto):
+ * allow_growth false in TF (true here: "bfc" is TF with TF_FORCE_GPU_ALLOW_GROWTH;
+ * "bfc-prealloc" is TF's default), garbage_collection true
+ * (TF_ENABLE_GPU_GARBAGE_COLLECTION), per_process_gpu_memory_fraction 0,
+ * fragmentation_fraction 0 (128 MiB cap). */
+static const cmb_option_decl bfc_options[] = {
+    CMB_OPTION("allow_growth", CMB_OPT_BOOL, "true", NULL, NULL, NULL,
+     "regions start at 2 MiB and double (allow_growth); false: one region of the whole memory limit"),
+    CMB_OPTION("garbage_collection", CMB_OPT_BOOL, "true", NULL, NULL, NULL,
+     "on out of memory, return regions with no chunk in use and extend once more"),
+    CMB_OPTION("memory_limit", CMB_OPT_SIZE, "(free - min_system_memory)", "0", NULL, "B",
+     "the allocator's total memory (TF's memory_limit of a virtual device); 0: the rule"),
+    CMB_OPTION_EX("memory_fraction", CMB_OPT_REAL, "0", "0", NULL, "fraction of total memory",
+     "per_process_gpu_memory_fraction: the limit as a share of total memory; 0: the rule", NULL, 0,
+     "memory_limit"),
+    CMB_OPTION("min_system_memory", CMB_OPT_SIZE, "(225MiB below 2GiB free, else 1800MiB)", "0", NULL, "B",
+     "memory left to the system by the default limit (TF_DEVICE_MIN_SYS_MEMORY_IN_MB)"),
+    CMB_OPTION("fragmentation_fraction", CMB_OPT_REAL, "0", "0", "1", "fraction of the limit",
+     "a chunk is split when the rest is at least this share of the limit; 0: 128 MiB"),
+    CMB_OPTION_END};
+
 static cmb_status bfc_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    int allow_growth = cmb_options_bool(&r, "allow_growth", 1);
-    int gc = cmb_options_bool(&r, "garbage_collection", 1);
-    uint64_t limit = cmb_options_size(&r, "memory_limit", 0);
-    double fraction = cmb_options_double(&r, "memory_fraction", 0);
-    uint64_t system = cmb_options_size(&r, "min_system_memory", UINT64_MAX);
-    double frag_fraction = cmb_options_double(&r, "fragmentation_fraction", 0);
-    cmb_status st = cmb_options_end(&r, "bfc");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "bfc", bfc_options, cfg);
     if (st != CMB_OK)
         return st;
-    if (fraction < 0 || frag_fraction < 0 || frag_fraction > 1) {
-        snprintf(cfg->error, cfg->error_len,
-                 "bfc: memory_fraction must be >= 0 and fragmentation_fraction in [0, 1]");
-        return CMB_ERR_INVALID;
-    }
+    int allow_growth = cmb_opt_bool(&o, "allow_growth");
+    int gc = cmb_opt_bool(&o, "garbage_collection");
+    uint64_t limit = cmb_opt_size(&o, "memory_limit");
+    double fraction = cmb_opt_real(&o, "memory_fraction");
+    uint64_t system = cmb_opt_given(&o, "min_system_memory") ? cmb_opt_size(&o, "min_system_memory") : UINT64_MAX;
+    double frag_fraction = cmb_opt_real(&o, "fragmentation_fraction");
     if (!up)
         return CMB_ERR_INVALID;
 
@@ -643,4 +658,5 @@ const cmb_allocator_methods cmb_bfc_methods = {
     .stats = bfc_stats,
     .destroy = bfc_destroy,
     .last_error = bfc_last_error,
+    .options = bfc_options,
 };

@@ -436,20 +436,23 @@ static const char *cupy_last_error(void *state)
     return a->err[0] ? a->err : NULL;
 }
 
+/* MemoryPool.set_limit(size=None, fraction=None) (cupy/cuda/memory.pyx):
+ * both 0 by default (no limit), never both given. */
+static const cmb_option_decl cupy_options[] = {
+    CMB_OPTION("limit", CMB_OPT_SIZE, "0", "0", NULL, "B",
+     "set_limit(size=...): bytes the pool may hold from the upstream, cached ones included; 0: no limit"),
+    CMB_OPTION_EX("limit_fraction", CMB_OPT_REAL, "0", "0", "1", "fraction of total memory",
+     "set_limit(fraction=...): the limit as a share of the device's total memory; 0: no limit", NULL, 0, "limit"),
+    CMB_OPTION_END};
+
 static cmb_status cupy_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    uint64_t limit = cmb_options_size(&r, "limit", 0);
-    double fraction = cmb_options_double(&r, "limit_fraction", 0);
-    cmb_status st = cmb_options_end(&r, "cupy");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "cupy", cupy_options, cfg);
     if (st != CMB_OK)
         return st;
-    if (fraction < 0 || fraction > 1 || (limit && fraction > 0)) {
-        snprintf(cfg->error, cfg->error_len,
-                 "cupy: limit_fraction must be in [0, 1], and limit and limit_fraction cannot both be set");
-        return CMB_ERR_INVALID;
-    }
+    uint64_t limit = cmb_opt_size(&o, "limit");
+    double fraction = cmb_opt_real(&o, "limit_fraction");
     if (!up)
         return CMB_ERR_INVALID;
     if (fraction > 0) {
@@ -487,4 +490,5 @@ const cmb_allocator_methods cmb_cupy_methods = {
     .stats = cupy_stats,
     .destroy = cupy_destroy,
     .last_error = cupy_last_error,
+    .options = cupy_options,
 };
