@@ -23,7 +23,14 @@
  *    grow it); without it one region of the whole memory limit. Never more
  *    than memory_limit in all. When the upstream refuses, the region size
  *    backs off by x0.9 (rounded up to 256 B) until it would be smaller than
- *    the request;
+ *    the request ("backpedal"). Which failures backpedal is the `backpedal`
+ *    option: `once` (the default) only the first in the allocator's life,
+ *    later ones fail at once, as TensorFlow up to 2.13 does
+ *    (tensorflow/tsl/framework/bfc_allocator.cc, started_backpedal_: "Only
+ *    backpedal once"); `always` every one, as TensorFlow's later tsl
+ *    (third_party/xla/third_party/tsl/tsl/framework/bfc_allocator.cc) and
+ *    XLA/JAX (xla/tsl/framework/bfc_allocator.cc) do. Both step down by at
+ *    least 256 B, as XLA now does, so a small region cannot loop forever;
  *  - still nothing: with garbage_collection (TF's GPU default) every region
  *    with no chunk in use is returned to the upstream and Extend() tried once
  *    more (counted as an oom_retry); then CMB_ERR_OOM.
@@ -129,6 +136,8 @@ typedef struct bfc {
     int64_t max_internal_frag;
     int allow_growth;
     int garbage_collection;
+    int backpedal_always;       /* backpedal=always                         */
+    int started_backpedal;      /* started_backpedal_: once has been used   */
     cmb_alloc_stats st;
     char err[256];
     CMB_DEBUG_ONLY(uint64_t ops;)
@@ -289,6 +298,10 @@ static cmb_status extend(bfc *a, uint64_t rounded)
     uint64_t bytes = a->curr_region_bytes < available ? a->curr_region_bytes : available;
     void *mem = NULL;
     cmb_status st = cmb_up_alloc(a->up, bytes, NULL, &mem);
+    if (st == CMB_ERR_OOM && !a->backpedal_always && a->started_backpedal)
+        return CMB_ERR_OOM; /* TF <= 2.13 backpedals once per allocator */
+    if (st == CMB_ERR_OOM)
+        a->started_backpedal = 1;
     while (st == CMB_ERR_OOM) {
         /* TF multiplies in float; keep its rounding */
         uint64_t back = round_bytes((uint64_t)((float)bytes * BFC_BACKPEDAL_FACTOR));
@@ -598,6 +611,9 @@ static const cmb_option_decl bfc_options[] = {
      "memory left to the system by the default limit (TF_DEVICE_MIN_SYS_MEMORY_IN_MB)"),
     CMB_OPTION("fragmentation_fraction", CMB_OPT_REAL, "0", "0", "1", "fraction of the limit",
      "a chunk is split when the rest is at least this share of the limit; 0: 128 MiB"),
+    CMB_OPTION_EX("backpedal", CMB_OPT_ENUM, "once", NULL, NULL, NULL,
+     "when the upstream refuses a region, back off x0.9: once per allocator (TensorFlow <= 2.13) or always "
+     "(TensorFlow's later tsl, XLA/JAX)", "once|always", 0, NULL),
     CMB_OPTION_END};
 
 static cmb_status bfc_create(const cmb_config *cfg, cmb_upstream *up, void **state)
@@ -612,6 +628,7 @@ static cmb_status bfc_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     double fraction = cmb_opt_real(&o, "memory_fraction");
     uint64_t system = cmb_opt_given(&o, "min_system_memory") ? cmb_opt_size(&o, "min_system_memory") : UINT64_MAX;
     double frag_fraction = cmb_opt_real(&o, "fragmentation_fraction");
+    int backpedal_always = !strcmp(cmb_opt_str(&o, "backpedal"), "always");
     if (!up)
         return CMB_ERR_INVALID;
 
@@ -636,6 +653,7 @@ static cmb_status bfc_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     a->memory_limit = memory_limit;
     a->allow_growth = allow_growth;
     a->garbage_collection = gc;
+    a->backpedal_always = backpedal_always;
     a->curr_region_bytes = round_bytes(allow_growth && memory_limit > BFC_INITIAL_REGION ? BFC_INITIAL_REGION
                                                                                           : memory_limit);
     if (!a->curr_region_bytes)

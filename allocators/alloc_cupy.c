@@ -15,8 +15,12 @@
  *    gc.collect() (nothing to collect here), free_all_blocks() and a last
  *    retry. Each retry counts as an oom_retry;
  *  - the optional pool limit (set_limit / CUPY_GPU_MEMORY_LIMIT) is checked
- *    against the bytes taken from the upstream, cached ones included, BEFORE
- *    any release: over the limit is an immediate out-of-memory error;
+ *    against the bytes taken from the upstream, cached ones included, before
+ *    the cudaMalloc. Over it, the pool releases the same way: free_all_blocks()
+ *    and check again, then gc.collect() + free_all_blocks() and check a last
+ *    time (each an oom_retry), then out of memory. This is CuPy 14's
+ *    _try_malloc (cupy/cuda/memory.pyx, _try_block_total_bytes); earlier
+ *    releases raised OutOfMemoryError at the first check, cache or not;
  *  - free() merges the chunk with its next and previous neighbours when they
  *    are free (in the same arena, since split chunks inherit the stream);
  *  - free_all_blocks() (= trim) releases only free chunks that are not split,
@@ -51,8 +55,8 @@
 /* ALLOCATION_UNIT_SIZE = 512 (cupy/cuda/memory.pyx) */
 #define CUPY_ALLOCATION_UNIT 512ull
 /* _try_malloc tries cudaMalloc three times: free_all_blocks() before the
- * second, gc.collect() + free_all_blocks() before the third
- * (cupy/cuda/memory.pyx) */
+ * second, gc.collect() + free_all_blocks() before the third; the limit
+ * check the same, in CuPy 14 (cupy/cuda/memory.pyx) */
 #define CUPY_MALLOC_RETRIES 2
 
 /* --- data ------------------------------------------------------------------ */
@@ -267,15 +271,28 @@ static cupy_chunk *get_chunk(cupy *a, cupy_arena *ar, uint64_t rounded, cupy_chu
     return c;
 }
 
+/* Within the limit, releasing cached chunks as CuPy does (see above). */
+static cmb_status make_room(cupy *a, uint64_t rounded)
+{
+    for (int retry = 0; a->limit && a->total_bytes + rounded > a->limit; retry++) {
+        if (retry == CUPY_MALLOC_RETRIES) {
+            snprintf(a->err, sizeof a->err,
+                     "cupy: out of memory allocating %llu B (allocated so far: %llu B, limit set to: %llu B)",
+                     (unsigned long long)rounded, (unsigned long long)a->total_bytes, (unsigned long long)a->limit);
+            return CMB_ERR_OOM;
+        }
+        free_all_blocks(a);
+        a->st.oom_retries++;
+    }
+    return CMB_OK;
+}
+
 /* _try_malloc(): a new whole chunk from the upstream. */
 static cmb_status try_malloc(cupy *a, cupy_arena *ar, uint64_t rounded, cupy_chunk *c)
 {
-    if (a->limit && a->total_bytes + rounded > a->limit) {
-        snprintf(a->err, sizeof a->err,
-                 "cupy: out of memory allocating %llu B (allocated so far: %llu B, limit set to: %llu B)",
-                 (unsigned long long)rounded, (unsigned long long)a->total_bytes, (unsigned long long)a->limit);
-        return CMB_ERR_OOM;
-    }
+    cmb_status limit_ok = make_room(a, rounded);
+    if (limit_ok != CMB_OK)
+        return limit_ok;
     a->total_bytes += rounded;
     void *p = NULL;
     cmb_status st = cmb_up_alloc(a->up, rounded, ar->stream, &p);

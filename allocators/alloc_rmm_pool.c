@@ -36,9 +36,12 @@
  *    failure halves the attempt down to `size`, once at `size`; then
  *    out of memory. The whole upstream block joins the pool.
  *  - Initial pool: `initial_pool_size`, by default
- *    align_up(min(free, total / 2), 256) from the upstream's memory info
- *    (rmm::percent_of_free_device_memory(50), the size RMM's own benchmarks
- *    and the old default constructor use). No maximum unless given.
+ *    rmm::percent_of_free_device_memory(50) = align_down(free * 0.5, 256)
+ *    from the upstream's memory info (include/rmm/cuda_device.hpp, RMM
+ *    24.02 and later, where pool_memory_resource has no default initial size
+ *    and RMM's docs, tests and benchmarks pass this one; RMM 23.12's default
+ *    constructor took align_up(min(free, total / 2), 256)). No maximum
+ *    unless given.
  *  - Memory is never returned to the upstream before destroy: trim does
  *    nothing, as RMM has no way to shrink a pool.
  *
@@ -68,7 +71,7 @@
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
 #define POOL_ALIGN 256u
-/* percent_of_free_device_memory(50): initial pool (include/rmm/cuda_device.hpp) */
+/* percent_of_free_device_memory(50): initial pool (include/rmm/cuda_device.hpp, RMM >= 24.02) */
 #define POOL_DEFAULT_PERCENT 50u
 /* no maximum_pool_size: std::nullopt (pool_memory_resource.hpp) */
 #define POOL_NO_MAXIMUM UINT64_MAX
@@ -495,8 +498,9 @@ static cmb_status read_options(const cmb_config *cfg, cmb_upstream *up, uint64_t
                      cmb_status_str(st));
             return st;
         }
-        uint64_t share = (uint64_t)((double)total_b * (POOL_DEFAULT_PERCENT / 100.0));
-        *initial = align_up(free_b < share ? free_b : share, POOL_ALIGN);
+        /* percent_of_free_device_memory: in double, then aligned down */
+        uint64_t share = (uint64_t)((double)free_b * (POOL_DEFAULT_PERCENT / 100.0));
+        *initial = share / POOL_ALIGN * POOL_ALIGN;
     }
     if (*initial > *maximum) {
         snprintf(cfg->error, cfg->error_len, "rmm-pool: initial pool size exceeds the maximum pool size");
