@@ -493,17 +493,18 @@ static void memory_line(const ans_run *run, const size_t *idx, size_t n, char *o
         snprintf(what, sizeof what, "%s %s", c0->mem_higher ? "highest" : "lowest", c0->mem_name);
     }
     size_t k = s ? scores(run, idx, n, ANS_MEMORY, c0->mem_higher, s) : 0;
-    if (!best_text(s, k, c0->mem_higher, what, out, len))
+    int oom = 0;
+    for (size_t i = 0; i < n; i++)
+        oom |= !strcmp(case_status(&run->c[idx[i]]), "oom");
+    if (!best_text(s, k, c0->mem_higher, what, out, len) && oom)
+        snprintf(out, len, "none: no allocator that ran fit");
+    else if (!k)
         snprintf(out, len, "no allocator finished with %s to compare", c0->mem_name);
     free(s);
 }
 
 static void time_line(const ans_run *run, const size_t *idx, size_t n, char *out, size_t len)
 {
-    if (strcmp(run->mode, "gpu")) {
-        snprintf(out, len, "not ranked: sim times are host bookkeeping only (a GPU run measures time)");
-        return;
-    }
     ans_score *s = calloc(n, sizeof *s);
     size_t k = s ? scores(run, idx, n, ANS_TIME, 0, s) : 0, emulated = 0;
     for (size_t i = 0; i < n; i++)
@@ -580,8 +581,10 @@ static void scenario_answer(const ans_run *run, const size_t *idx, size_t n, FIL
     }
     memory_line(run, idx, n, line, sizeof line);
     fprintf(out, "  %-14s best for memory  %s\n", name, line);
-    time_line(run, idx, n, line, sizeof line);
-    fprintf(out, "  %-14s best for time    %s\n", "", line);
+    if (!strcmp(run->mode, "gpu")) { /* sim times are host bookkeeping: the header says so once */
+        time_line(run, idx, n, line, sizeof line);
+        fprintf(out, "  %-14s best for time    %s\n", "", line);
+    }
     if (!status_list(run, idx, n, "oom", line, sizeof line))
         snprintf(line, sizeof line, "everything that ran fit");
     fprintf(out, "  %-14s did not fit      %s\n", "", line);
@@ -633,8 +636,8 @@ int cmb_answer_table(const char *dir, FILE *out)
         nothing_ran(&run, idx, out);
         rc = 1;
     } else if (!rc) {
-        fprintf(out, "cumembench: answers%s\n", strcmp(run.mode, "gpu") ? " (sim: memory only; times are host "
-                                                                          "bookkeeping)" : "");
+        fprintf(out, "cumembench: answers%s\n", strcmp(run.mode, "gpu") ? " (sim: memory only; time is not ranked, "
+                                                                          "sim times are host bookkeeping)" : "");
         for (size_t i = 0; i < run.n; i++)
             if (first_of_scenario(&run, i))
                 scenario_answer(&run, idx, scenario_cases(&run, i, idx), out);

@@ -78,6 +78,12 @@ struct cmb_case {
 
 /* --- names ---------------------------------------------------------------------- */
 
+void cmb_case_spec_copy(cmb_case_spec *dst, const cmb_case_spec *src)
+{
+    memcpy(dst, src, sizeof *dst);
+    cmb_alloc_spec_copy(&dst->alloc, &src->alloc);
+}
+
 int cmb_case_spec_make_name(cmb_case_spec *cs, char *err, size_t errlen)
 {
     char alloc[sizeof cs->alloc.text + 16], params[CMB_MAX_PARAMS * (CMB_PARAM_VALUE_MAX + 64)];

@@ -1,9 +1,11 @@
 /* case.h - one case: a scenario under one allocator with one parameter set.
  *
  * The parent builds cmb_case_spec values and runs each in a fresh child
- * process (runner.c); the child calls cmb_case_run_child, which runs the
- * repetitions through Google Benchmark and writes every finished run to
- * the result descriptor (wire.c).
+ * process (runner.c), handing it the spec as one record (wire.h); the
+ * child calls cmb_case_run_child, which runs the repetitions through
+ * Google Benchmark and writes every finished run to the result descriptor
+ * (wire.c). A spec owns all its strings: copy it with cmb_case_spec_copy
+ * (its allocator's options point into itself).
  */
 #ifndef CMB_CASE_H
 #define CMB_CASE_H
@@ -25,10 +27,12 @@ typedef struct cmb_case_spec {
     int repetitions;
     cmb_fault_spec fault;
     char record_trace[512]; /* write the first repetition's traffic here */
-    const char *timeline_dir;  /* first repetition's memory timeline goes here; NULL: none */
+    char timeline_dir[768];    /* first repetition's memory timeline goes here; "": none */
     unsigned timeline_points;  /* at most this many samples (0: the default) */
     char name[CMB_BENCH_NAME_MAX];
 } cmb_case_spec;
+
+void cmb_case_spec_copy(cmb_case_spec *dst, const cmb_case_spec *src);
 
 /* cs->name = "scenario/allocator/k:v/...". A name that does not fit is
  * refused, never cut (--resume and the tools key on names): -1 with a

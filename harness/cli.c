@@ -1,69 +1,118 @@
-/* cli.c - command-line parsing: every malformed option is one clear error. */
+/* cli.c - the command line of cumembench, as one table: each option's
+ * name, whether it takes a value, whether it is the user's or internal,
+ * whether it may be given beside --resume, and its help. --help, the
+ * parsing, the child's command line (runner.c) and --resume's re-parse
+ * (resume.c) all read the table. Every malformed option is one clear
+ * error. */
 #include "cli.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/cmb_units.h"
 #include "timeline.h"
 
-void cmb_cli_usage(FILE *f)
+/* --- setters ------------------------------------------------------------------------ */
+
+#define FIELD(cli, o, type) ((type *)((char *)(cli) + (o)->offset))
+
+static int set_flag(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
 {
-    fputs("usage: cumembench [options]\n"
-          "\n"
-          "Runs allocator scenarios and writes Google Benchmark JSON and a tidy CSV.\n"
-          "\n"
-          "  --list                    scenarios, allocators and parameters, then exit\n"
-          "  --scenario NAME[,NAME]    scenarios to run, or 'all' (default all)\n"
-          "  --allocator SPEC[,SPEC]   allocators, or 'all' (default all);\n"
-          "                            SPEC = NAME[:key=value...][@cuda|@vmm|@sim],\n"
-          "                            or external:/path/lib.so[:key=value...]\n"
-          "  --preset quick|full       parameter presets (default quick)\n"
-          "  --param NAME=V[,V...]     set a scenario parameter; a list is a sweep (repeatable)\n"
-          "  --seed N                  seed of every random choice (default 42)\n"
-          "  --mode auto|gpu|sim       gpu needs a CUDA GPU; sim simulates one (default auto)\n"
-          "  --capacity SIZE           sim: device size (default 80GiB); gpu: cap for the policies\n"
-          "  --repetitions N           repetitions per case (default 3)\n"
-          "  --device N                CUDA device ordinal (default 0)\n"
-          "  --out DIR                 output directory (default results/runs/<gpu>-<time>)\n"
-          "  --resume DIR              continue an interrupted run in DIR with its options,\n"
-          "                            skipping the cases it finished\n"
-          "  --case-timeout SECONDS    kill a case that runs longer (default 900)\n"
-          "  --fault nth=N,every=K,prob=P,seed=S\n"
-          "                            inject upstream failures (fault-injection runs)\n"
-          "  --record-trace FILE       write the allocation traffic of the one selected case\n"
-          "                            (first repetition) as a trace (traces/FORMAT.md)\n"
-          "  --timeline auto|on|off    memory-over-time CSVs in DIR/timelines/ (default auto:\n"
-          "                            the scenarios that ask for one, such as churn and replay)\n"
-          "  --timeline-points N       at most N samples per timeline (default 512)\n"
-          "  --quiet                   only errors and the summary\n"
-          "  --version, --help\n",
-          f);
+    *FIELD(cli, o, int) = 1;
+    return 0;
 }
 
-/* Returns the option's value: "--opt=value" or the next argument. */
-static const char *value_of(int argc, char **argv, int *i, const char *arg, const char *name, char *err,
-                            size_t errlen)
+/* A non-empty string (it stays in argv, which lives as long as the run). */
+/* A string (it stays in argv, which lives as long as the run). */
+static int set_text(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
 {
-    size_t n = strlen(name);
-    if (arg[n] == '=')
-        return arg + n + 1;
-    if (*i + 1 >= argc) {
-        snprintf(err, errlen, "option %s needs a value", name);
-        return NULL;
+    if (!*v && (o->flags & CMB_OPT_NONEMPTY)) {
+        snprintf(err, errlen, "%s needs %s", o->name, o->what);
+        return -1;
     }
-    return argv[++*i];
+    *FIELD(cli, o, const char *) = v;
+    return 0;
 }
 
-static int matches(const char *arg, const char *name)
+static int parse_int(const cmb_cli_option *o, const char *v, int *out, char *err, size_t errlen)
 {
-    size_t n = strlen(name);
-    return !strncmp(arg, name, n) && (arg[n] == '\0' || arg[n] == '=');
+    int64_t x;
+    if (cmb_parse_i64(v, &x) || x < (int64_t)o->lo || x > (int64_t)o->hi) {
+        snprintf(err, errlen, "%s expects an integer in [%.0f, %.0f], got '%s'", o->name, o->lo, o->hi, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
 }
 
-static int parse_fault(const char *v, cmb_fault_spec *f, char *err, size_t errlen)
+static int set_int(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    return parse_int(o, v, FIELD(cli, o, int), err, errlen);
+}
+
+static int set_unsigned(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    int x;
+    if (parse_int(o, v, &x, err, errlen))
+        return -1;
+    *FIELD(cli, o, unsigned) = (unsigned)x;
+    return 0;
+}
+
+static int set_u64(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    if (cmb_parse_u64(v, FIELD(cli, o, uint64_t))) {
+        snprintf(err, errlen, "%s expects %s, got '%s'", o->name, o->what, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* A size of at least o->lo bytes. */
+static int set_size(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    uint64_t *out = FIELD(cli, o, uint64_t);
+    if (cmb_parse_size(v, out) || (double)*out < o->lo) {
+        snprintf(err, errlen, "%s expects %s, got '%s'", o->name, o->what, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_seconds(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    double *out = FIELD(cli, o, double);
+    if (cmb_parse_double(v, out) || *out <= 0) {
+        snprintf(err, errlen, "%s expects a positive number of seconds, got '%s'", o->name, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* One of o->choices (the int takes its value). */
+static int set_choice(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    size_t n = 0, used;
+    for (; o->choices[n].word; n++) {
+        if (!strcmp(v, o->choices[n].word)) {
+            *FIELD(cli, o, int) = o->choices[n].value;
+            return 0;
+        }
+    }
+    used = (size_t)snprintf(err, errlen, "%s expects ", o->name);
+    for (size_t i = 0; i < n && used < errlen; i++)
+        used += (size_t)snprintf(err + used, errlen - used, "%s%s", o->choices[i].word,
+                                 i + 2 < n ? ", " : i + 2 == n ? " or " : "");
+    if (used < errlen)
+        snprintf(err + used, errlen - used, ", got '%s'", v);
+    return -1;
+}
+
+static int set_fault(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
 {
     char buf[256];
+    cmb_fault_spec *f = FIELD(cli, o, cmb_fault_spec);
     snprintf(buf, sizeof buf, "%s", v);
     char *save = NULL;
     for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
@@ -91,7 +140,9 @@ static int parse_fault(const char *v, cmb_fault_spec *f, char *err, size_t errle
     return 0;
 }
 
-static int parse_override(cmb_cli *cli, const char *v, char *err, size_t errlen)
+/* --param NAME=V[,V...]: the name is copied into the cli (argv is not
+ * modified), the values stay in argv. */
+static int set_param(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
 {
     const char *eq = strchr(v, '=');
     if (!eq || eq == v || !eq[1]) {
@@ -102,195 +153,201 @@ static int parse_override(cmb_cli *cli, const char *v, char *err, size_t errlen)
         snprintf(err, errlen, "too many --param options");
         return -1;
     }
-    /* names live in a static pool: argv strings are not modified */
-    static char names[CMB_MAX_OVERRIDES][64];
+    char *name = cli->override_names[cli->n_overrides];
     size_t n = (size_t)(eq - v);
-    if (n >= sizeof names[0]) {
+    if (n >= sizeof cli->override_names[0]) {
         snprintf(err, errlen, "--param name too long");
         return -1;
     }
-    memcpy(names[cli->n_overrides], v, n);
-    names[cli->n_overrides][n] = '\0';
+    memcpy(name, v, n);
+    name[n] = '\0';
     for (size_t i = 0; i < cli->n_overrides; i++) {
-        if (!strcmp(cli->overrides[i].name, names[cli->n_overrides])) {
-            snprintf(err, errlen, "--param %s given twice", names[cli->n_overrides]);
+        if (!strcmp(cli->overrides[i].name, name)) {
+            snprintf(err, errlen, "--param %s given twice", name);
             return -1;
         }
     }
-    cli->overrides[cli->n_overrides].name = names[cli->n_overrides];
+    cli->overrides[cli->n_overrides].name = name;
     cli->overrides[cli->n_overrides].values = eq + 1;
     cli->n_overrides++;
     return 0;
 }
 
-static int parse_int_range(const char *v, const char *opt, long lo, long hi, int *out, char *err, size_t errlen)
+/* --- the table ------------------------------------------------------------------------------ */
+
+#define OFF(field) .offset = offsetof(cmb_cli, field)
+
+static const cmb_choice preset_choices[] = {{"quick", CMB_PRESET_QUICK}, {"full", CMB_PRESET_FULL}, {NULL, 0}};
+static const cmb_choice mode_choices[] = {
+    {"auto", CMB_CHOOSE_AUTO}, {"gpu", CMB_CHOOSE_GPU}, {"sim", CMB_CHOOSE_SIM}, {NULL, 0}};
+static const cmb_choice timeline_choices[] = {{"auto", -1}, {"on", 1}, {"off", 0}, {NULL, 0}};
+
+/* In the order --help lists them; the internal ones after the user's. */
+static const cmb_cli_option options[] = {
+    {.name = "--list", .set = set_flag, OFF(list), .help = "scenarios, allocators and parameters, then exit"},
+    {.name = "--scenario", .metavar = "NAME[,NAME]", .set = set_text, OFF(scenarios),
+     .help = "scenarios to run, or 'all' (default all)"},
+    {.name = "--allocator", .metavar = "SPEC[,SPEC]", .set = set_text, OFF(allocators),
+     .help = "allocators, or 'all' (default all);\nSPEC = NAME[:key=value...][@cuda|@vmm|@sim],\n"
+             "or external:/path/lib.so[:key=value...]"},
+    {.name = "--preset", .metavar = "quick|full", .set = set_choice, OFF(preset), .choices = preset_choices,
+     .help = "parameter presets (default quick)"},
+    {.name = "--param", .metavar = "NAME=V[,V...]", .set = set_param,
+     .help = "set a scenario parameter; a list is a sweep (repeatable)"},
+    {.name = "--seed", .metavar = "N", .set = set_u64, OFF(seed), .what = "a non-negative integer",
+     .help = "seed of every random choice (default 42)"},
+    {.name = "--mode", .metavar = "auto|gpu|sim", .set = set_choice, OFF(mode), .choices = mode_choices,
+     .help = "gpu needs a CUDA GPU; sim simulates one (default auto)"},
+    {.name = "--capacity", .metavar = "SIZE", .set = set_size, OFF(capacity), .lo = 1u << 20,
+     .what = "a size of at least 1MiB such as 16GiB",
+     .help = "sim: device size (default 80GiB); gpu: cap for the policies"},
+    {.name = "--repetitions", .metavar = "N", .set = set_int, OFF(repetitions), .lo = 1, .hi = 1000,
+     .help = "repetitions per case (default 3)"},
+    {.name = "--device", .metavar = "N", .set = set_int, OFF(device), .lo = 0, .hi = 1023,
+     .help = "CUDA device ordinal (default 0)"},
+    {.name = "--out", .metavar = "DIR", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(out), .what = "a directory",
+     .help = "output directory (default results/runs/<gpu>-<time>)"},
+    {.name = "--resume", .metavar = "DIR", .flags = CMB_OPT_NONEMPTY | CMB_OPT_RESUMABLE, .set = set_text,
+     OFF(resume), .what = "the directory of the run to continue",
+     .help = "continue an interrupted run in DIR with its options,\nskipping the cases it finished"},
+    {.name = "--quiet", .alias = "-q", .flags = CMB_OPT_RESUMABLE, .set = set_flag, OFF(quiet),
+     .help = "only errors and the summary"},
+    {.name = "--case-timeout", .metavar = "SECONDS", .flags = CMB_OPT_RESUMABLE, .set = set_seconds,
+     OFF(case_timeout_s), .help = "kill a case that runs longer (default 900)"},
+    {.name = "--fault", .metavar = "nth=N,every=K,prob=P,seed=S", .set = set_fault, OFF(fault),
+     .help = "inject upstream failures (fault-injection runs)"},
+    {.name = "--record-trace", .metavar = "FILE", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(record_trace),
+     .what = "a file name",
+     .help = "write the allocation traffic of the one selected case\n(first repetition) as a trace "
+             "(traces/FORMAT.md)"},
+    {.name = "--timeline", .metavar = "auto|on|off", .set = set_choice, OFF(timeline), .choices = timeline_choices,
+     .help = "memory-over-time CSVs in DIR/timelines/ (default auto:\nthe scenarios that ask for one, such as "
+             "churn and replay)"},
+    {.name = "--timeline-points", .metavar = "N", .set = set_unsigned, OFF(timeline_points),
+     .lo = CMB_TIMELINE_MIN_POINTS, .hi = CMB_TIMELINE_MAX_POINTS,
+     .help = "at most N samples per timeline (default 512)"},
+    {.name = "--version", .set = set_flag, OFF(version), .help = "the version and the build, then exit"},
+    {.name = "--help", .alias = "-h", .set = set_flag, OFF(help), .help = "this help"},
+
+    {.name = CMB_ARG_CHILD, .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(child),
+     .help = "run one case: the --case record, or the one case the options select"},
+    {.name = CMB_ARG_CASE, .metavar = "RECORD", .flags = CMB_OPT_INTERNAL | CMB_OPT_NONEMPTY, .set = set_text,
+     OFF(case_record), .what = "a case record", .help = "the case a --child runs (harness/wire.h)"},
+    {.name = CMB_ARG_RESULT_FD, .metavar = "FD", .flags = CMB_OPT_INTERNAL, .set = set_int, OFF(result_fd), .lo = 0,
+     .hi = 1023, .help = "where a --child writes its results"},
+    {.name = "--probe-env", .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(probe_env),
+     .help = "print the GPU's environment"},
+    {.name = "--probe-mem", .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(probe_mem),
+     .help = "print the device's memory use"},
+    {.name = "--multi-gpu-rank", .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(multi_gpu_rank),
+     .help = "be a rank of the multi-gpu scenario (scenarios/multi_gpu.h)"},
+    {.name = "--hold-memory", .metavar = "BYTES", .flags = CMB_OPT_INTERNAL, .set = set_size, OFF(hold_memory),
+     .lo = 1, .what = "a size in bytes", .help = "be the contention scenario's memory holder"},
+};
+
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+const cmb_cli_option *cmb_cli_option_at(size_t i)
 {
-    int64_t x;
-    if (cmb_parse_i64(v, &x) || x < lo || x > hi) {
-        snprintf(err, errlen, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, v);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
+    return i < N_OPTIONS ? &options[i] : NULL;
 }
 
-int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
+const cmb_cli_option *cmb_cli_find(const char *name)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (!strcmp(options[i].name, name))
+            return &options[i];
+    return NULL;
+}
+
+/* The option `arg` names ("--opt", "--opt=value" or its alias), or NULL. */
+const cmb_cli_option *cmb_cli_match(const char *arg)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const cmb_cli_option *o = &options[i];
+        size_t n = strlen(o->name);
+        if (!strncmp(arg, o->name, n) && (arg[n] == '\0' || (arg[n] == '=' && o->metavar)))
+            return o;
+        if (o->alias && !strcmp(arg, o->alias))
+            return o;
+    }
+    return NULL;
+}
+
+/* --- parsing ------------------------------------------------------------------------------- */
+
+static void defaults(cmb_cli *cli)
 {
     memset(cli, 0, sizeof *cli);
     cli->seed = CMB_DEFAULT_SEED;
     cli->mode = CMB_CHOOSE_AUTO;
-    cli->case_timeout_s = 900;
+    cli->case_timeout_s = CMB_DEFAULT_CASE_TIMEOUT_S;
     cli->result_fd = -1;
     cli->fault.seed = 1;
     cli->timeline = -1;
+}
 
+/* The value of argv[*i]: after its '=', or the next argument. */
+const char *cmb_cli_value(int argc, char **argv, int *i, char *err, size_t errlen)
+{
+    const cmb_cli_option *o = cmb_cli_match(argv[*i]);
+    const char *eq = o ? argv[*i] + strlen(o->name) : NULL;
+    if (!o || !o->metavar)
+        return NULL;
+    if (*eq == '=')
+        return eq + 1;
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "option %s needs a value", o->name);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
+{
+    defaults(cli);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v;
-#define VALUE(name)                                                   \
-    do {                                                              \
-        v = value_of(argc, argv, &i, a, name, err, errlen);           \
-        if (!v)                                                       \
-            return -1;                                                \
-    } while (0)
-        if (!strcmp(a, "--list")) {
-            cli->list = 1;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            cli->help = 1;
-        } else if (!strcmp(a, "--version")) {
-            cli->version = 1;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            cli->quiet = 1;
-        } else if (!strcmp(a, "--child")) {
-            cli->child = 1;
-        } else if (!strcmp(a, "--probe-env")) {
-            cli->probe_env = 1;
-        } else if (!strcmp(a, "--probe-mem")) {
-            cli->probe_mem = 1;
-        } else if (!strcmp(a, "--multi-gpu-rank")) {
-            cli->multi_gpu_rank = 1;
-        } else if (matches(a, "--result-fd")) {
-            VALUE("--result-fd");
-            if (parse_int_range(v, "--result-fd", 0, 1023, &cli->result_fd, err, errlen))
-                return -1;
-        } else if (matches(a, "--timeline")) {
-            VALUE("--timeline");
-            if (!strcmp(v, "auto"))
-                cli->timeline = -1;
-            else if (!strcmp(v, "on"))
-                cli->timeline = 1;
-            else if (!strcmp(v, "off"))
-                cli->timeline = 0;
-            else {
-                snprintf(err, errlen, "--timeline expects auto, on or off, got '%s'", v);
-                return -1;
-            }
-        } else if (matches(a, "--timeline-points")) {
-            int points;
-            VALUE("--timeline-points");
-            if (parse_int_range(v, "--timeline-points", CMB_TIMELINE_MIN_POINTS, CMB_TIMELINE_MAX_POINTS, &points,
-                                err, errlen))
-                return -1;
-            cli->timeline_points = (unsigned)points;
-        } else if (matches(a, "--timeline-dir")) {
-            VALUE("--timeline-dir");
-            cli->timeline_dir = v;
-        } else if (matches(a, "--scenario")) {
-            VALUE("--scenario");
-            cli->scenarios = v;
-        } else if (matches(a, "--allocator")) {
-            VALUE("--allocator");
-            cli->allocators = v;
-        } else if (matches(a, "--preset")) {
-            VALUE("--preset");
-            if (!strcmp(v, "quick"))
-                cli->preset = CMB_PRESET_QUICK;
-            else if (!strcmp(v, "full"))
-                cli->preset = CMB_PRESET_FULL;
-            else {
-                snprintf(err, errlen, "--preset expects quick or full, got '%s'", v);
-                return -1;
-            }
-        } else if (matches(a, "--param")) {
-            VALUE("--param");
-            if (parse_override(cli, v, err, errlen))
-                return -1;
-        } else if (matches(a, "--seed")) {
-            VALUE("--seed");
-            if (cmb_parse_u64(v, &cli->seed)) {
-                snprintf(err, errlen, "--seed expects a non-negative integer, got '%s'", v);
-                return -1;
-            }
-        } else if (matches(a, "--mode")) {
-            VALUE("--mode");
-            if (!strcmp(v, "auto"))
-                cli->mode = CMB_CHOOSE_AUTO;
-            else if (!strcmp(v, "gpu"))
-                cli->mode = CMB_CHOOSE_GPU;
-            else if (!strcmp(v, "sim"))
-                cli->mode = CMB_CHOOSE_SIM;
-            else {
-                snprintf(err, errlen, "--mode expects auto, gpu or sim, got '%s'", v);
-                return -1;
-            }
-        } else if (matches(a, "--out")) {
-            VALUE("--out");
-            if (!*v) {
-                snprintf(err, errlen, "--out needs a directory");
-                return -1;
-            }
-            cli->out = v;
-        } else if (matches(a, "--repetitions")) {
-            VALUE("--repetitions");
-            if (parse_int_range(v, "--repetitions", 1, 1000, &cli->repetitions, err, errlen))
-                return -1;
-        } else if (matches(a, "--capacity")) {
-            VALUE("--capacity");
-            if (cmb_parse_size(v, &cli->capacity) || cli->capacity < (1u << 20)) {
-                snprintf(err, errlen, "--capacity expects a size of at least 1MiB such as 16GiB, got '%s'", v);
-                return -1;
-            }
-        } else if (matches(a, "--device")) {
-            VALUE("--device");
-            if (parse_int_range(v, "--device", 0, 1023, &cli->device, err, errlen))
-                return -1;
-        } else if (matches(a, "--case-timeout")) {
-            VALUE("--case-timeout");
-            if (cmb_parse_double(v, &cli->case_timeout_s) || cli->case_timeout_s <= 0) {
-                snprintf(err, errlen, "--case-timeout expects a positive number of seconds, got '%s'", v);
-                return -1;
-            }
-        } else if (matches(a, "--hold-memory")) {
-            VALUE("--hold-memory");
-            if (cmb_parse_size(v, &cli->hold_memory) || !cli->hold_memory) {
-                snprintf(err, errlen, "--hold-memory expects a size in bytes, got '%s'", v);
-                return -1;
-            }
-        } else if (matches(a, "--record-trace")) {
-            VALUE("--record-trace");
-            if (!*v) {
-                snprintf(err, errlen, "--record-trace needs a file name");
-                return -1;
-            }
-            cli->record_trace = v;
-        } else if (matches(a, "--resume")) {
-            VALUE("--resume");
-            if (!*v) {
-                snprintf(err, errlen, "--resume needs the directory of the run to continue");
-                return -1;
-            }
-            cli->resume = v;
-        } else if (matches(a, "--fault")) {
-            VALUE("--fault");
-            if (parse_fault(v, &cli->fault, err, errlen))
-                return -1;
-        } else {
-            snprintf(err, errlen, "unknown option '%s'", a);
+        const cmb_cli_option *o = cmb_cli_match(argv[i]);
+        if (!o) {
+            snprintf(err, errlen, "unknown option '%s'", argv[i]);
             return -1;
         }
-#undef VALUE
+        const char *v = o->metavar ? cmb_cli_value(argc, argv, &i, err, errlen) : NULL;
+        if (o->metavar && !v)
+            return -1;
+        if (o->set(cli, o, v, err, errlen))
+            return -1;
     }
     if (!cli->repetitions)
-        cli->repetitions = 3; /* the full preset widens the grids, not the repetitions */
+        cli->repetitions = CMB_DEFAULT_REPETITIONS; /* the full preset widens the grids, not the repetitions */
     return 0;
+}
+
+/* --- help ---------------------------------------------------------------------------------- */
+
+void cmb_cli_usage(FILE *f)
+{
+    fputs("usage: cumembench [options]\n"
+          "\n"
+          "Runs allocator scenarios and writes Google Benchmark JSON and a tidy CSV.\n"
+          "\n",
+          f);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const cmb_cli_option *o = &options[i];
+        char head[96];
+        if (o->flags & CMB_OPT_INTERNAL)
+            continue;
+        snprintf(head, sizeof head, "%s%s%s%s%s", o->name, o->alias ? ", " : "", o->alias ? o->alias : "",
+                 o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        fprintf(f, "  %-26s", head);
+        if (strlen(head) > 25)
+            fprintf(f, "\n  %-26s", "");
+        for (const char *line = o->help; *line;) {
+            size_t n = strcspn(line, "\n");
+            fprintf(f, "%.*s\n", (int)n, line);
+            line += n;
+            if (*line == '\n' && *++line)
+                fprintf(f, "  %-26s", "");
+        }
+    }
 }

@@ -186,7 +186,7 @@ static cmb_status attach(cmb_instance *in, cmb_case *c, char *err, size_t errlen
         if (st != CMB_OK)
             return st;
     }
-    if (cfg->timeline && cfg->spec->timeline_dir)
+    if (cfg->timeline && cfg->spec->timeline_dir[0])
         start_timeline(in, c);
     return CMB_OK;
 }

@@ -155,23 +155,38 @@ int cmb_resume_save_command(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-/* Options that may be given beside --resume: they change how the rest of
- * the run is shown or policed, not what is measured. */
+/* The options that may be given beside --resume (CMB_OPT_RESUMABLE),
+ * named for a message: "--quiet and --case-timeout". */
+static void resumable_names(char *out, size_t len)
+{
+    const cmb_cli_option *o;
+    size_t n = 0, k = 0, used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; (o = cmb_cli_option_at(i)); i++)
+        n += (o->flags & CMB_OPT_RESUMABLE) && strcmp(o->name, "--resume");
+    for (size_t i = 0; (o = cmb_cli_option_at(i)) && used < len; i++) {
+        if (!(o->flags & CMB_OPT_RESUMABLE) || !strcmp(o->name, "--resume"))
+            continue;
+        k++;
+        used += (size_t)snprintf(out + used, len - used, "%s%s", k == 1 ? "" : k == n ? " and " : ", ", o->name);
+    }
+}
+
+/* Every argument beside --resume must be a resumable option. */
 static int check_resume_args(int argc, char **argv, char *err, size_t errlen)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int with_value = !strcmp(a, "--resume") || !strcmp(a, "--case-timeout");
-        if (with_value) {
-            i++;
+        const cmb_cli_option *o = cmb_cli_match(argv[i]);
+        if (o && (o->flags & CMB_OPT_RESUMABLE)) {
+            if (o->metavar && !cmb_cli_value(argc, argv, &i, err, errlen))
+                return -1;
             continue;
         }
-        if (!strncmp(a, "--resume=", 9) || !strncmp(a, "--case-timeout=", 15) || !strcmp(a, "--quiet") ||
-            !strcmp(a, "-q"))
-            continue;
+        char names[256];
+        resumable_names(names, sizeof names);
         snprintf(err, errlen,
-                 "--resume continues a run with the options it was started with; only --quiet and "
-                 "--case-timeout may be given beside it, not '%s'", a);
+                 "--resume continues a run with the options it was started with; only %s may be given beside "
+                 "it, not '%s'", names, argv[i]);
         return -1;
     }
     return 0;
@@ -218,8 +233,8 @@ static int load_args(const char *dir, char *cwd, size_t cwdlen, int *argc, char 
         goto out_bad;
     av[n] = NULL;
     *argc = n;
-    *argv = resumed_argv = av; /* kept for the life of the process */
-    resumed_text = text;
+    *argv = av;
+    resumed_text = text; /* kept for the life of the process: the options point into it */
     return 0;
 
 out_bad:
@@ -229,9 +244,36 @@ out_bad:
     return -1;
 }
 
+/* The saved command line, then this one's resumable options but --resume
+ * (later wins: --case-timeout given now replaces the saved one). */
+static int merge_args(int s_argc, char **s_argv, int argc, char **argv, int *m_argc, char ***m_argv)
+{
+    char **av = calloc((size_t)(s_argc + argc + 1), sizeof *av);
+    int n = 0;
+    if (!av)
+        return -1;
+    for (int i = 0; i < s_argc; i++)
+        av[n++] = s_argv[i];
+    for (int i = 1; i < argc; i++) {
+        const cmb_cli_option *o = cmb_cli_match(argv[i]);
+        int with_value = o->metavar && !strchr(argv[i], '=');
+        if (strcmp(o->name, "--resume")) {
+            av[n++] = argv[i];
+            if (with_value)
+                av[n++] = argv[i + 1];
+        }
+        i += with_value;
+    }
+    av[n] = NULL;
+    free(s_argv);
+    *m_argc = n;
+    *m_argv = resumed_argv = av; /* kept for the life of the process: the options point into it */
+    return 0;
+}
+
 int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 {
-    char dir[PATH_MAX], cwd[PATH_MAX];
+    char dir[PATH_MAX], cwd[PATH_MAX], perr[512];
     int s_argc;
     char **s_argv;
     static char out_dir[PATH_MAX];
@@ -243,13 +285,16 @@ int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t er
     }
     if (load_args(dir, cwd, sizeof cwd, &s_argc, &s_argv, err, errlen))
         return -1;
-    cmb_cli saved;
-    char perr[512];
-    if (cmb_cli_parse(s_argc, s_argv, &saved, perr, sizeof perr)) {
+    if (merge_args(s_argc, s_argv, argc, argv, &s_argc, &s_argv)) {
+        free(s_argv);
+        snprintf(err, errlen, "host out of memory");
+        return -1;
+    }
+    if (cmb_cli_parse(s_argc, s_argv, cli, perr, sizeof perr)) {
         snprintf(err, errlen, "%s/%s: %s", dir, ARGS_FILE, perr);
         return -1;
     }
-    if (saved.child || saved.list || saved.help || saved.version || saved.probe_env || saved.resume) {
+    if (cli->child || cli->list || cli->help || cli->version || cli->probe_env || cli->resume) {
         snprintf(err, errlen, "%s/%s does not hold the command line of a run", dir, ARGS_FILE);
         return -1;
     }
@@ -257,13 +302,8 @@ int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t er
         fprintf(stderr, "cumembench: cannot enter %s, where the run started (%s); relative paths are taken from "
                         "here\n", cwd, strerror(errno));
     snprintf(out_dir, sizeof out_dir, "%s", dir);
-    saved.out = out_dir;
-    saved.resume = out_dir;
-    saved.quiet |= cli->quiet;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--case-timeout") || !strncmp(argv[i], "--case-timeout=", 15))
-            saved.case_timeout_s = cli->case_timeout_s;
-    *cli = saved;
+    cli->out = out_dir;
+    cli->resume = out_dir;
     return 0;
 }
 

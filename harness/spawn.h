@@ -48,7 +48,8 @@ void cmb_spawn_install_signals(void);
 int cmb_spawn_run(char *const argv[], double timeout_s, cmb_spawn_data_fn result_fn, void *result_ctx,
                   cmb_spawn_data_fn out_fn, void *out_ctx, FILE *log, cmb_child_result *res);
 
-/* "exit status 3", "killed by SIGSEGV (Segmentation fault)", "timed out after 600 s" */
+/* "exit status 3", "killed by signal 11 (Segmentation fault)", "timed out
+ * after 600 s", "interrupted" */
 void cmb_child_result_describe(const cmb_child_result *res, char *out, size_t len);
 
 #endif /* CMB_SPAWN_H */

@@ -8,7 +8,8 @@ HTML report (matplotlib figures embedded) and gnuplot quick-look plots.
 One directory: a report of that run. Several (one per GPU, driver or CUDA
 version): the same, plus the runs side by side with ratios against the
 first. The report ends with a Findings section rendered from
-docs/findings.md (or --findings FILE). Runs under an interpreter that has
+docs/findings.md (or --findings FILE); a report of sim runs only links to
+docs/findings.md (the findings are GPU measurements). Runs under an interpreter that has
 matplotlib and markdown (Debian's python3-matplotlib and python3-markdown
 are for /usr/bin/python3). docs/reports.md says what every figure and table
 shows.
@@ -76,7 +77,10 @@ def main(argv=None):
         out = args.out or (os.path.join(runs[0].path, "report.html") if len(runs) == 1 else "cumembench-report.html")
         out_dir = os.path.dirname(out) or "."
         doc = _findings_file(args)
-        doc_html = findings.render(doc, out_dir) if doc else None
+        if doc and not args.findings and all(r.mode == "sim" for r in runs):
+            doc_html = findings.link(doc, out_dir)  # the GPU findings: linked from a sim report, not inlined
+        else:
+            doc_html = findings.render(doc, out_dir) if doc else None
         os.makedirs(out_dir, exist_ok=True)
         page, n_images = html.render(runs, doc_html)
         if fleet_html:

@@ -41,8 +41,8 @@
  * time_batch; max_batch_step_ms, max_batch_peak_requested_bytes,
  * max_batch_peak_reserved_bytes and max_batch_frag_ratio (1 - requested /
  * reserved peaks) of the largest fitting trial; loss_first / loss_last of
- * part 1 (GPU), which show that the model trains. Sim mode runs the same
- * allocations and skips cuBLAS and the kernels.
+ * the timed steps of part 2 (GPU), which show that the model trains. Sim
+ * mode runs the same allocations and skips cuBLAS and the kernels.
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,7 +52,6 @@
 #include "cublas_loader.h"
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../harness/metrics.h"
 #include "../kernels/cmb_mlp_kernels.h"
 #include "scenario.h"
@@ -136,36 +135,26 @@ static cmb_status drop(cmb_case *c, float **p)
     return st == CMB_OK ? CMB_OK : cmb_case_fail(c, st, "free failed");
 }
 
-static void drop_step(cmb_case *c, step_buffers *sb)
+static void drop_layers(cmb_case *c, float **p)
 {
-    float **all = (float **)sb;
-    for (size_t i = 0; i < sizeof *sb / sizeof(float *); i++)
-        drop(c, &all[i]);
+    for (int l = 0; l <= MAX_LAYERS; l++)
+        drop(c, &p[l]);
 }
 
-#define CUDA_OK(call, what)                                             \
-    do {                                                                \
-        if (_cmb_gpu(c) && (st = _cmb_cuda(c, (call), what)) != CMB_OK) \
-            goto out;                                                   \
-    } while (0)
-
-#define BLAS_OK(call, what)                                               \
-    do {                                                                  \
-        if (_cmb_gpu(c) && (st = _cmb_cublas(c, (call), what)) != CMB_OK) \
-            goto out;                                                     \
-    } while (0)
-
-#define TAKE(ptr, floats)                        \
-    do {                                         \
-        if ((st = take(c, &(ptr), (floats))) != CMB_OK) \
-            goto out;                            \
-    } while (0)
-
-#define DROP(ptr)                                \
-    do {                                         \
-        if ((st = drop(c, &(ptr))) != CMB_OK)    \
-            goto out;                            \
-    } while (0)
+/* Whatever a step still holds (it failed part way), in the order the
+ * buffers are declared. */
+static void drop_step(cmb_case *c, step_buffers *sb)
+{
+    drop(c, &sb->x);
+    drop(c, &sb->y);
+    drop(c, &sb->loss);
+    drop(c, &sb->dh);
+    drop_layers(c, sb->z);
+    drop_layers(c, sb->h);
+    drop_layers(c, sb->dz);
+    drop_layers(c, sb->gw);
+    drop_layers(c, sb->gb);
+}
 
 /* --- the model ---------------------------------------------------------------------------------- */
 
@@ -186,6 +175,7 @@ static void model_close(cmb_case *c, mlp *m)
  * cuBLAS workspace, from the allocator instance in use now. */
 static cmb_status model_open(cmb_case *c, mlp *m, uint64_t seed)
 {
+    int gpu = _cmb_gpu(c); /* sim mode makes the same allocations, no CUDA calls */
     cudaStream_t s = (cudaStream_t)cmb_case_stream(c, 0);
     cmb_status st = _cmb_blas_attach(c, m->blas);
     if (st != CMB_OK)
@@ -193,10 +183,15 @@ static cmb_status model_open(cmb_case *c, mlp *m, uint64_t seed)
     for (int l = 1; l <= m->sh.layers; l++) {
         uint64_t in = m->sh.d[l - 1], out = m->sh.d[l];
         float bound = 1.0f / sqrtf((float)in);
-        TAKE(m->w[l], out * in);
-        TAKE(m->b[l], out);
-        CUDA_OK(cmb_mlp_uniform(m->w[l], out * in, bound, seed, 10 + l, s), "weight init");
-        CUDA_OK(cmb_mlp_uniform(m->b[l], out, bound, seed, 40 + l, s), "bias init");
+        if ((st = take(c, &m->w[l], out * in)) != CMB_OK)
+            goto out;
+        if ((st = take(c, &m->b[l], out)) != CMB_OK)
+            goto out;
+        if (gpu &&
+            (st = _cmb_cuda(c, cmb_mlp_uniform(m->w[l], out * in, bound, seed, 10 + l, s), "weight init")) != CMB_OK)
+            goto out;
+        if (gpu && (st = _cmb_cuda(c, cmb_mlp_uniform(m->b[l], out, bound, seed, 40 + l, s), "bias init")) != CMB_OK)
+            goto out;
     }
 out:
     return st;
@@ -204,44 +199,72 @@ out:
 
 static cmb_status adam_state(cmb_case *c, mlp *m)
 {
+    int gpu = _cmb_gpu(c); /* sim mode makes the same allocations, no CUDA calls */
     cudaStream_t s = (cudaStream_t)cmb_case_stream(c, 0);
     cmb_status st = CMB_OK;
     for (int l = 1; l <= m->sh.layers; l++) {
         uint64_t nw = m->sh.d[l] * m->sh.d[l - 1], nb = m->sh.d[l];
-        TAKE(m->mw[l], nw);
-        TAKE(m->vw[l], nw);
-        TAKE(m->mb[l], nb);
-        TAKE(m->vb[l], nb);
-        CUDA_OK(cudaMemsetAsync(m->mw[l], 0, nw * sizeof(float), s), "cudaMemsetAsync");
-        CUDA_OK(cudaMemsetAsync(m->vw[l], 0, nw * sizeof(float), s), "cudaMemsetAsync");
-        CUDA_OK(cudaMemsetAsync(m->mb[l], 0, nb * sizeof(float), s), "cudaMemsetAsync");
-        CUDA_OK(cudaMemsetAsync(m->vb[l], 0, nb * sizeof(float), s), "cudaMemsetAsync");
+        if ((st = take(c, &m->mw[l], nw)) != CMB_OK)
+            goto out;
+        if ((st = take(c, &m->vw[l], nw)) != CMB_OK)
+            goto out;
+        if ((st = take(c, &m->mb[l], nb)) != CMB_OK)
+            goto out;
+        if ((st = take(c, &m->vb[l], nb)) != CMB_OK)
+            goto out;
+        if (gpu &&
+            (st = _cmb_cuda(c, cudaMemsetAsync(m->mw[l], 0, nw * sizeof(float), s), "cudaMemsetAsync")) != CMB_OK)
+            goto out;
+        if (gpu &&
+            (st = _cmb_cuda(c, cudaMemsetAsync(m->vw[l], 0, nw * sizeof(float), s), "cudaMemsetAsync")) != CMB_OK)
+            goto out;
+        if (gpu &&
+            (st = _cmb_cuda(c, cudaMemsetAsync(m->mb[l], 0, nb * sizeof(float), s), "cudaMemsetAsync")) != CMB_OK)
+            goto out;
+        if (gpu &&
+            (st = _cmb_cuda(c, cudaMemsetAsync(m->vb[l], 0, nb * sizeof(float), s), "cudaMemsetAsync")) != CMB_OK)
+            goto out;
     }
     m->adam_ready = 1;
 out:
     return st;
 }
 
+/* out = op(a) x op(b) on the model's cuBLAS handle: column-major, `rows`
+ * x `cols`, summed over `inner`. */
+static int gemm(const mlp *m, cublasOperation_t ta, cublasOperation_t tb, uint64_t rows, uint64_t cols, uint64_t inner,
+                const float *a, uint64_t lda, const float *b, uint64_t ldb, float *out)
+{
+    const float one = 1, zero = 0;
+    return m->blas->api->sgemm(m->blas->handle, ta, tb, (int)rows, (int)cols, (int)inner, &one, a, (int)lda, b,
+                               (int)ldb, &zero, out, (int)rows);
+}
+
 /* --- one training step ----------------------------------------------------------------------------- */
 
 static cmb_status forward(cmb_case *c, mlp *m, step_buffers *sb, uint64_t batch)
 {
-    const float one = 1, zero = 0;
-    cublasHandle_t h = m->blas->handle;
+    int gpu = _cmb_gpu(c); /* sim mode makes the same allocations, no CUDA calls */
     cudaStream_t s = (cudaStream_t)cmb_case_stream(c, 0);
     cmb_status st = CMB_OK;
     sb->h[0] = sb->x;
     for (int l = 1; l <= m->sh.layers; l++) {
         uint64_t in = m->sh.d[l - 1], out = m->sh.d[l];
-        TAKE(sb->z[l], out * batch);
-        BLAS_OK(m->blas->api->sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, m->w[l], (int)out,
-                            sb->h[l - 1], (int)in, &zero, sb->z[l], (int)out),
-                "cublasSgemm (forward)");
-        CUDA_OK(cmb_mlp_add_bias(sb->z[l], m->b[l], out, batch, s), "bias kernel");
+        if ((st = take(c, &sb->z[l], out * batch)) != CMB_OK)
+            goto out;
+        if (gpu && (st = _cmb_cublas(
+                        c, gemm(m, CUBLAS_OP_N, CUBLAS_OP_N, out, batch, in, m->w[l], out, sb->h[l - 1], in, sb->z[l]),
+                        "cublasSgemm (forward)")) != CMB_OK)
+            goto out;
+        if (gpu && (st = _cmb_cuda(c, cmb_mlp_add_bias(sb->z[l], m->b[l], out, batch, s), "bias kernel")) != CMB_OK)
+            goto out;
         if (l < m->sh.layers) {
-            TAKE(sb->h[l], out * batch);
-            CUDA_OK(cmb_mlp_relu(sb->h[l], sb->z[l], out * batch, s), "relu kernel");
-            DROP(sb->z[l]);
+            if ((st = take(c, &sb->h[l], out * batch)) != CMB_OK)
+                goto out;
+            if (gpu && (st = _cmb_cuda(c, cmb_mlp_relu(sb->h[l], sb->z[l], out * batch, s), "relu kernel")) != CMB_OK)
+                goto out;
+            if ((st = drop(c, &sb->z[l])) != CMB_OK)
+                goto out;
         }
     }
 out:
@@ -251,31 +274,44 @@ out:
 
 static cmb_status backward(cmb_case *c, mlp *m, step_buffers *sb, uint64_t batch)
 {
-    const float one = 1, zero = 0;
-    cublasHandle_t h = m->blas->handle;
+    int gpu = _cmb_gpu(c); /* sim mode makes the same allocations, no CUDA calls */
     cudaStream_t s = (cudaStream_t)cmb_case_stream(c, 0);
     int L = m->sh.layers;
     cmb_status st = CMB_OK;
     sb->h[0] = sb->x;
     for (int l = L; l >= 1; l--) {
         uint64_t in = m->sh.d[l - 1], out = m->sh.d[l];
-        TAKE(sb->gw[l], out * in);
-        TAKE(sb->gb[l], out);
-        BLAS_OK(m->blas->api->sgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)out, (int)in, (int)batch, &one, sb->dz[l], (int)out,
-                            sb->h[l - 1], (int)in, &zero, sb->gw[l], (int)out),
-                "cublasSgemm (weight gradient)");
-        CUDA_OK(cmb_mlp_bias_grad(sb->gb[l], sb->dz[l], out, batch, s), "bias gradient kernel");
+        if ((st = take(c, &sb->gw[l], out * in)) != CMB_OK)
+            goto out;
+        if ((st = take(c, &sb->gb[l], out)) != CMB_OK)
+            goto out;
+        if (gpu &&
+            (st = _cmb_cublas(
+                 c, gemm(m, CUBLAS_OP_N, CUBLAS_OP_T, out, in, batch, sb->dz[l], out, sb->h[l - 1], in, sb->gw[l]),
+                 "cublasSgemm (weight gradient)")) != CMB_OK)
+            goto out;
+        if (gpu && (st = _cmb_cuda(c, cmb_mlp_bias_grad(sb->gb[l], sb->dz[l], out, batch, s),
+                                   "bias gradient kernel")) != CMB_OK)
+            goto out;
         if (l > 1) {
-            TAKE(sb->dh, in * batch);
-            BLAS_OK(m->blas->api->sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)in, (int)batch, (int)out, &one, m->w[l], (int)out,
-                                sb->dz[l], (int)out, &zero, sb->dh, (int)in),
-                    "cublasSgemm (input gradient)");
-            TAKE(sb->dz[l - 1], in * batch);
-            CUDA_OK(cmb_mlp_relu_backward(sb->dz[l - 1], sb->dh, sb->h[l - 1], in * batch, s), "relu backward");
-            DROP(sb->dh);
-            DROP(sb->h[l - 1]);
+            if ((st = take(c, &sb->dh, in * batch)) != CMB_OK)
+                goto out;
+            if (gpu && (st = _cmb_cublas(
+                            c, gemm(m, CUBLAS_OP_T, CUBLAS_OP_N, in, batch, out, m->w[l], out, sb->dz[l], out, sb->dh),
+                            "cublasSgemm (input gradient)")) != CMB_OK)
+                goto out;
+            if ((st = take(c, &sb->dz[l - 1], in * batch)) != CMB_OK)
+                goto out;
+            if (gpu && (st = _cmb_cuda(c, cmb_mlp_relu_backward(sb->dz[l - 1], sb->dh, sb->h[l - 1], in * batch, s),
+                                       "relu backward")) != CMB_OK)
+                goto out;
+            if ((st = drop(c, &sb->dh)) != CMB_OK)
+                goto out;
+            if ((st = drop(c, &sb->h[l - 1])) != CMB_OK)
+                goto out;
         }
-        DROP(sb->dz[l]);
+        if ((st = drop(c, &sb->dz[l])) != CMB_OK)
+            goto out;
     }
 out:
     sb->h[0] = NULL;
@@ -284,22 +320,29 @@ out:
 
 static cmb_status optimizer(cmb_case *c, mlp *m, step_buffers *sb, int t)
 {
+    int gpu = _cmb_gpu(c); /* sim mode makes the same allocations, no CUDA calls */
     cudaStream_t s = (cudaStream_t)cmb_case_stream(c, 0);
     cmb_status st = CMB_OK;
     if (!m->adam_ready && (st = adam_state(c, m)) != CMB_OK)
         return st;
     for (int l = 1; l <= m->sh.layers; l++) {
         uint64_t nw = m->sh.d[l] * m->sh.d[l - 1], nb = m->sh.d[l];
-        CUDA_OK(cmb_mlp_adam(m->w[l], sb->gw[l], m->mw[l], m->vw[l], nw, ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
-                             t, s),
-                "adam kernel");
-        CUDA_OK(cmb_mlp_adam(m->b[l], sb->gb[l], m->mb[l], m->vb[l], nb, ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
-                             t, s),
-                "adam kernel");
+        if (gpu && (st = _cmb_cuda(c,
+                                   cmb_mlp_adam(m->w[l], sb->gw[l], m->mw[l], m->vw[l], nw, ADAM_LR, ADAM_BETA1,
+                                                ADAM_BETA2, ADAM_EPS, t, s),
+                                   "adam kernel")) != CMB_OK)
+            goto out;
+        if (gpu && (st = _cmb_cuda(c,
+                                   cmb_mlp_adam(m->b[l], sb->gb[l], m->mb[l], m->vb[l], nb, ADAM_LR, ADAM_BETA1,
+                                                ADAM_BETA2, ADAM_EPS, t, s),
+                                   "adam kernel")) != CMB_OK)
+            goto out;
     }
     for (int l = 1; l <= m->sh.layers; l++) { /* zero_grad(set_to_none=True) */
-        DROP(sb->gw[l]);
-        DROP(sb->gb[l]);
+        if ((st = drop(c, &sb->gw[l])) != CMB_OK)
+            goto out;
+        if ((st = drop(c, &sb->gb[l])) != CMB_OK)
+            goto out;
     }
 out:
     return st;
@@ -308,29 +351,45 @@ out:
 /* One step at `batch`; t counts from 1. *loss gets the loss (GPU). */
 static cmb_status train_step(cmb_case *c, mlp *m, uint64_t batch, int t, uint64_t seed, float *loss)
 {
+    int gpu = _cmb_gpu(c); /* sim mode makes the same allocations, no CUDA calls */
     cudaStream_t s = (cudaStream_t)cmb_case_stream(c, 0);
     uint64_t in = m->sh.d[0], out = m->sh.d[m->sh.layers];
     step_buffers sb;
     cmb_status st = CMB_OK;
     memset(&sb, 0, sizeof sb);
-    TAKE(sb.x, in * batch);
-    TAKE(sb.y, out * batch);
+    if ((st = take(c, &sb.x, in * batch)) != CMB_OK)
+        goto out;
+    if ((st = take(c, &sb.y, out * batch)) != CMB_OK)
+        goto out;
     /* the same data every step, as in the classic example: the loss falls */
-    CUDA_OK(cmb_mlp_uniform(sb.x, in * batch, 1.0f, seed, 1000, s), "input kernel");
-    CUDA_OK(cmb_mlp_uniform(sb.y, out * batch, 1.0f, seed, 2000, s), "target kernel");
+    if (gpu && (st = _cmb_cuda(c, cmb_mlp_uniform(sb.x, in * batch, 1.0f, seed, 1000, s), "input kernel")) != CMB_OK)
+        goto out;
+    if (gpu && (st = _cmb_cuda(c, cmb_mlp_uniform(sb.y, out * batch, 1.0f, seed, 2000, s), "target kernel")) != CMB_OK)
+        goto out;
     if ((st = forward(c, m, &sb, batch)) != CMB_OK)
         goto out;
-    TAKE(sb.loss, 1);
-    TAKE(sb.dz[m->sh.layers], out * batch);
-    CUDA_OK(cmb_mlp_mse(sb.dz[m->sh.layers], sb.loss, sb.z[m->sh.layers], sb.y, out * batch, s), "mse kernel");
+    if ((st = take(c, &sb.loss, 1)) != CMB_OK)
+        goto out;
+    if ((st = take(c, &sb.dz[m->sh.layers], out * batch)) != CMB_OK)
+        goto out;
+    if (gpu && (st = _cmb_cuda(c, cmb_mlp_mse(sb.dz[m->sh.layers], sb.loss, sb.z[m->sh.layers], sb.y, out * batch, s),
+                               "mse kernel")) != CMB_OK)
+        goto out;
     if ((st = backward(c, m, &sb, batch)) != CMB_OK || (st = optimizer(c, m, &sb, t)) != CMB_OK)
         goto out;
-    CUDA_OK(cudaMemcpyAsync(loss, sb.loss, sizeof *loss, cudaMemcpyDeviceToHost, s), "loss read-back");
-    CUDA_OK(cudaStreamSynchronize(s), "training step");
-    DROP(sb.z[m->sh.layers]);
-    DROP(sb.loss);
-    DROP(sb.x);
-    DROP(sb.y);
+    if (gpu && (st = _cmb_cuda(c, cudaMemcpyAsync(loss, sb.loss, sizeof *loss, cudaMemcpyDeviceToHost, s),
+                               "loss read-back")) != CMB_OK)
+        goto out;
+    if (gpu && (st = _cmb_cuda(c, cudaStreamSynchronize(s), "training step")) != CMB_OK)
+        goto out;
+    if ((st = drop(c, &sb.z[m->sh.layers])) != CMB_OK)
+        goto out;
+    if ((st = drop(c, &sb.loss)) != CMB_OK)
+        goto out;
+    if ((st = drop(c, &sb.x)) != CMB_OK)
+        goto out;
+    if ((st = drop(c, &sb.y)) != CMB_OK)
+        goto out;
 out:
     drop_step(c, &sb);
     return st;

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 
 #include "../common/cmb_rng.h"
-#include "../harness/clock.h"
 #include "../kernels/cmb_kernels.h"
 #include "scenario.h"
 

@@ -47,7 +47,6 @@
 #include <cuda_runtime_api.h>
 
 #include "../common/cmb_rng.h"
-#include "../harness/clock.h"
 #include "scenario.h"
 #include "scn_util.h"
 

@@ -40,7 +40,6 @@
 #include "cublas_loader.h"
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../kernels/cmb_gemm_kernels.h"
 #include "../kernels/cmb_hash.h"
 #include "scenario.h"

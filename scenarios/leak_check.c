@@ -30,7 +30,6 @@
 #include <stdio.h>
 
 #include "../kernels/cmb_kernels.h"
-#include "../harness/clock.h"
 #include "scenario.h"
 #include "scn_util.h"
 

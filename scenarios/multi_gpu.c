@@ -143,7 +143,8 @@ static int spawn_rank(proc *p, const char *job)
     return write_all(p->to, job);
 }
 
-/* The rank's next answer line into g->line; -1 when it timed out or ended. */
+/* The rank's next answer line into g->line; -1 when it timed out, -2 when
+ * its end of the pipe closed (it ended). */
 static int read_answer(mgpu *g, proc *p, double timeout_s)
 {
     double t0 = cmb_now_s();
@@ -169,26 +170,30 @@ static int read_answer(mgpu *g, proc *p, double timeout_s)
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
-            return -1;
+            return -2;
         p->have += (size_t)got;
     }
 }
 
-static void reap(proc *p, double timeout_s)
+/* Waits for the rank to end (kills it after timeout_s); its wait status,
+ * or -1 when it had to be killed or was already reaped. */
+static int reap(proc *p, double timeout_s)
 {
-    int status;
+    int status = -1;
     double t0 = cmb_now_s();
     if (!p->pid)
-        return;
+        return -1;
     while (waitpid(p->pid, &status, WNOHANG) == 0) {
         if (cmb_now_s() - t0 > timeout_s) {
             kill(p->pid, SIGKILL);
             waitpid(p->pid, &status, 0);
+            status = -1;
             break;
         }
         usleep(2000);
     }
     p->pid = 0;
+    return status;
 }
 
 static void kill_all(mgpu *g)
@@ -244,6 +249,8 @@ static cmb_status choose_devices(mgpu *g)
         cmb_case_note(g->c, "%d GPU(s) visible, %d asked: %s", count, asked,
                       count < 2 ? "the mistakes, the cross-device free and peer access need two, skipped" : "");
     }
+    if (g->n < 1)
+        return cmb_case_fail(g->c, CMB_ERR_CUDA, "no GPU visible to the case process");
     for (int d = 0; d < g->n; d++)
         if (cudaSetDevice(d) != cudaSuccess || cudaFree(0) != cudaSuccess)
             return _cmb_cuda(g->c, cudaGetLastError(), "a context on every device");
@@ -309,9 +316,40 @@ static void take_fields(mgpu *g, int r, char *fields)
     }
 }
 
+/* Why a rank gave no answer: it ended (reaped here), or it hangs (killed). */
+static void describe_end(proc *p, int ended, char *out, size_t len)
+{
+    int status = 0;
+    pid_t w = -1;
+    if (p->pid && !ended) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &status, 0);
+        snprintf(out, len, "no answer for %.0f s: killed", STEP_TIMEOUT_S);
+        p->pid = 0;
+        return;
+    }
+    for (double t0 = cmb_now_s(); p->pid && (w = waitpid(p->pid, &status, WNOHANG)) == 0;) {
+        if (cmb_now_s() - t0 > EXIT_TIMEOUT_S) { /* closed its pipe but lives on */
+            kill(p->pid, SIGKILL);
+            w = waitpid(p->pid, &status, 0);
+            break;
+        }
+        usleep(2000);
+    }
+    if (w > 0 && WIFSIGNALED(status))
+        snprintf(out, len, "the rank process was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else if (w > 0)
+        snprintf(out, len, "the rank process exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(out, len, "the rank process is gone");
+    p->pid = 0;
+}
+
 /* "go STEP" to rank r and its answer, with every device's use before and
- * after (g->delta, added to what the rank holds). 0 ok, 1 skipped (noted),
- * -1 failed (the case fails). */
+ * after (g->delta, added to what the rank holds). 0 ok; 1 skipped (noted);
+ * -1 failed (the case failed with the rank's reason); -2 no answer (the
+ * rank ended or hangs: g->line says which; the case is not failed here). */
 static int ask(mgpu *g, int r, const char *step)
 {
     int64_t before[MAXD], after[MAXD];
@@ -321,10 +359,10 @@ static int ask(mgpu *g, int r, const char *step)
     if (measure(g, before) != CMB_OK)
         return -1;
     snprintf(go, sizeof go, "go %s\n", step);
-    if (write_all(p->to, go) || read_answer(g, p, STEP_TIMEOUT_S)) {
-        cmb_case_fail(g->c, CMB_ERR_STATE, "rank %d, step %s: no answer within %.0f s (the rank process ended or "
-                      "hangs; its output is in the run's log)", r, step, STEP_TIMEOUT_S);
-        return -1;
+    int got = write_all(p->to, go) ? -2 : read_answer(g, p, STEP_TIMEOUT_S);
+    if (got) {
+        describe_end(p, got == -2, g->line, sizeof g->line);
+        return -2;
     }
     char *l = g->line;
     if (!strncmp(l, "fail ", 5)) {
@@ -347,6 +385,18 @@ static int ask(mgpu *g, int r, const char *step)
         p->held[d] += g->delta[d];
     }
     return 0;
+}
+
+/* ask(), where anything but an answer fails the case. */
+static cmb_status ask_or_fail(mgpu *g, int r, const char *step, int *rc)
+{
+    *rc = ask(g, r, step);
+    if (*rc == -2)
+        return cmb_case_fail(g->c, CMB_ERR_STATE, "rank %d, step %s: %s (its output is in the run's log)", r, step,
+                             g->line);
+    if (*rc == 1 && strcmp(step, "peer") && strcmp(step, "map"))
+        return cmb_case_fail(g->c, CMB_ERR_STATE, "rank %d skipped step %s", r, step);
+    return *rc < 0 ? CMB_ERR_STATE : CMB_OK;
 }
 
 /* --- the run ---------------------------------------------------------------------------- */
@@ -382,12 +432,15 @@ static cmb_status start_ranks(mgpu *g)
 static cmb_status run_steps(mgpu *g)
 {
     static const char *const steps[] = {"init", "traffic", "free"};
-    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++)
-        for (int r = 0; r < g->n; r++)
-            if (ask(g, r, steps[s]) != 0)
-                return cmb_case_fail(g->c, CMB_ERR_STATE, "rank %d skipped step %s", r, steps[s]);
-            else if (s == 0 && r == 0)
+    int rc;
+    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+        for (int r = 0; r < g->n; r++) {
+            if (ask_or_fail(g, r, steps[s], &rc) != CMB_OK)
+                return CMB_ERR_STATE;
+            if (s == 0 && r == 0)
                 g->context = g->delta[0];
+        }
+    }
     return CMB_OK;
 }
 
@@ -426,13 +479,17 @@ static cmb_status steady(mgpu *g)
 static cmb_status rank0_tests(mgpu *g)
 {
     char name[64];
-    if (ask(g, 0, "xfree") < 0)
-        return CMB_ERR_STATE;
-    int rc = ask(g, 0, "peer");
-    if (rc != 0)
-        return rc < 0 ? CMB_ERR_STATE : CMB_OK;
-    rc = ask(g, 0, "map");
+    int rc = ask(g, 0, "xfree");
+    if (rc == -2) { /* the rank died of it, in its own process */
+        cmb_case_counter(g->c, "xfree_verdict", 2);
+        cmb_case_note(g->c, "cross-device free corrupts: %s", g->line);
+        return CMB_OK;
+    }
     if (rc < 0)
+        return CMB_ERR_STATE;
+    if (ask_or_fail(g, 0, "peer", &rc) != CMB_OK || rc == 1)
+        return rc == 1 ? CMB_OK : CMB_ERR_STATE;
+    if (ask_or_fail(g, 0, "map", &rc) != CMB_OK)
         return CMB_ERR_STATE;
     for (int d = 0; rc == 0 && d < g->n; d++) {
         snprintf(name, sizeof name, "peer_added_d%d_bytes", d);
@@ -448,13 +505,16 @@ static void end_ranks(mgpu *g)
     int64_t used[MAXD], left = 0;
     for (int r = 0; r < g->n; r++) {
         proc *p = &g->p[r];
+        int gone = !p->pid;
         close(p->to);
         p->to = -1;
-        if (read_answer(g, p, EXIT_TIMEOUT_S) == 0 && !strncmp(g->line, "ok exit", 7))
+        if (!gone && read_answer(g, p, EXIT_TIMEOUT_S) == 0 && !strncmp(g->line, "ok exit", 7))
             take_fields(g, r, g->line + 7);
-        else
+        else if (!gone)
             cmb_case_note(g->c, "rank %d did not end cleanly", r);
-        reap(p, EXIT_TIMEOUT_S);
+        int status = reap(p, EXIT_TIMEOUT_S);
+        if (!gone && status != 0)
+            cmb_case_note(g->c, "rank %d: %s", r, status < 0 ? "killed after 30 s" : "a non-zero exit status");
         close(p->from);
         p->from = -1;
         memset(p->take, 0, sizeof p->take); /* sim: its devices are gone with it */

@@ -364,11 +364,11 @@ static int stray_use(rank *rk, char *err, size_t errlen)
         snprintf(err, errlen, "the stray block on device 0: %s (%s)", cmb_status_str(st), last_error(rk, &rk->stray));
         return -1;
     }
-    void *pool = rk->job.gpu ? mempool_of(p) : NULL;
     if (real_memory(rk, &rk->stray) && fill(p, rk->job.stray, PATTERN_SENTINEL, s)) {
         snprintf(err, errlen, "writing the stray block: %s", cudaGetErrorString(cudaGetLastError()));
         return -1;
     }
+    void *pool = rk->job.gpu ? mempool_of(p) : NULL; /* asked once the block is in use */
     st = rk->m->deallocate(rk->stray.state, p, rk->job.stray, s);
     if (st != CMB_OK) {
         snprintf(err, errlen, "freeing the stray block: %s (%s)", cmb_status_str(st), last_error(rk, &rk->stray));

@@ -26,7 +26,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../traces/trace.h"
 #include "scenario.h"
 
@@ -335,6 +334,8 @@ static cmb_status replay_run_case(cmb_case *c)
     cmb_case_set_time(c, seconds);
     if (st == CMB_OK)
         trace_counters(c, &cache, run.passes, run.ooms, seconds);
+    if (st == CMB_OK && run.ooms)
+        cmb_case_set_oom(c, run.ooms); /* did not fit: an answer, not a failure */
 
     if (st == CMB_OK && cmb_param_bool(c, "find_min_capacity"))
         st = min_capacity(c, &run);

@@ -38,7 +38,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
 #include "../kernels/cmb_shmem_kernels.h"
 #include "scenario.h"
 #include "scn_util.h"

@@ -239,6 +239,32 @@ static void rank_answers_and_failures(void **state)
     assert_non_null(strstr(out, "rc=0"));
 }
 
+/* A rank that crashes costs the case, never the run; one that crashes in
+ * the cross-device free is that allocator's verdict (it corrupts). The
+ * test plug-in crashes at its Nth allocation: rank 0 makes 8 for its
+ * traffic, then the sentinel (9), the block freed across (10), the next (11). */
+static void a_crashing_rank_is_contained(void **state)
+{
+    (void)state;
+    char args[1024];
+    const char *plugin = getenv("CMB_MISBEHAVING");
+    assert_non_null(plugin);
+    snprintf(args, sizeof args, "--allocator external:%s:mode=segv:at=11,external:%s:mode=segv:at=3 "
+             "--param devices=2 --param mistake=none", plugin, plugin);
+    char full[4096], out[65536], dir[600];
+    snprintf(dir, sizeof dir, "%s/o", cmb_test_tmpdir());
+    snprintf(full, sizeof full, "--mode sim --quiet --repetitions 1 --scenario multi-gpu %s --out %s", args, dir);
+    int rc = cmb_test_run(full, out, sizeof out);
+    assert_int_equal(rc, 1); /* one case failed */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "grep -c ',xfree_verdict,2,' %s/results.csv; grep -c 'corrupts: the rank process was "
+             "killed by signal 11' %s/results.json; grep -c 'rank 0, step traffic: the rank process was killed by "
+             "signal 11' %s/results.csv", dir, dir, dir);
+    cmb_test_sh(cmd, out, sizeof out);
+    if (strcmp(out, "1\n1\n1\n"))
+        fail_msg("expected one corrupt verdict and one failed case, got counts:\n%s", out);
+}
+
 static void bad_parameters_are_refused(void **state)
 {
     (void)state;
@@ -291,6 +317,7 @@ int main(void)
         cmocka_unit_test(cross_device_free_has_a_verdict),
         cmocka_unit_test(one_device_runs_without_the_cross_parts),
         cmocka_unit_test(rank_answers_and_failures),
+        cmocka_unit_test(a_crashing_rank_is_contained),
         cmocka_unit_test(bad_parameters_are_refused),
         cmocka_unit_test(gpu_multi_script_in_sim),
     };

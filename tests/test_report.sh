@@ -6,8 +6,14 @@
 #
 #   test_report.sh fixtures   HTML and gnuplot outputs, failures shown as such
 #   test_report.sh browser    the page in headless Chromium: loads without
-#                             errors, every image decodes (exit 77 = skipped
-#                             when Chromium is missing outside CI)
+#                             errors, every image decodes, every value label
+#                             lies inside its axes (exit 77 = skipped when
+#                             Chromium is missing outside CI)
+#   test_report.sh first_screen  a sim run with a replay that does not fit: the
+#                             answers fill the first screen (1300x1000), the
+#                             case that did not fit is named there, no value
+#                             label outside its axes; CMB_REPORT_SCREENSHOT=FILE
+#                             keeps the screenshot (docs/img/report-first-screen.png)
 #   test_report.sh columns    plot scripts and report.py stop with a clear
 #                             error on input that lacks a column
 #   test_report.sh real       timelines from a sim run of the binary, and its report
@@ -180,6 +186,8 @@ part_browser() {
     local ok=${BASH_REMATCH[1]} total=${BASH_REMATCH[2]}
     [ "$total" -gt 0 ] && [ "$ok" = "$total" ] || fail "only $ok of $total images decoded in the browser"
     [[ $body != *data-errors* ]] || fail "load errors in the page: $body"
+    [[ $body =~ data-labels=\"([0-9]+)\ checked,\ 0\ outside\" ]] && [ "${BASH_REMATCH[1]}" -gt 20 ] ||
+        fail "value labels outside their axes (or none checked): $body"
     if grep -E 'CONSOLE.*(Uncaught|Error)' "$tmp/chrome.log"; then
         fail "JavaScript errors in the page (above)"
     fi
@@ -189,6 +197,66 @@ part_browser() {
     head -c 8 "$tmp/screenshot.png" | grep -q PNG || fail "the screenshot is not a PNG"
     keep "$tmp/screenshot.png"
     echo "report in headless Chromium: $ok/$total images, no errors"
+}
+
+# --- the first screen ------------------------------------------------------------------------
+
+part_first_screen() {
+    local chrome bin=${CMB_BIN:?CMB_BIN must name the cumembench binary}
+    if ! chrome=$(chromium_bin); then
+        [ -n "${CI:-}" ] && fail "chromium is not installed (make test installs it: ci/install-deps.sh --test)"
+        echo "SKIP: chromium is not installed (Debian: apt-get install chromium)"
+        exit 77
+    fi
+    # the issue's replay: the MLP trace on 1 GiB does not fit some allocators
+    "$bin" --mode sim --scenario replay,churn --allocator bfc,torch-caching,torch-expandable,rmm-pool,cupy,cuda \
+        --param trace="$src/traces/samples/torch_mlp_sweep_default.trace" --param capacity=1GiB \
+        --param n=2000 --param max_size=1MiB,64MiB --repetitions 2 --out "$tmp/run" -q 2>"$tmp/run.err" ||
+        [ $? -eq 1 ] || fail "cumembench failed: $(cat "$tmp/run.err")"
+    "$py" -W error::UserWarning "$src/plots/report.py" -o "$tmp/run/report.html" "$tmp/run" 2>"$tmp/report.err" ||
+        fail "report.py failed or warned: $(cat "$tmp/report.err")"
+    if grep -iv '^report: ' "$tmp/report.err" | grep -q .; then
+        fail "report.py printed more than its own lines: $(cat "$tmp/report.err")"
+    fi
+    local flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/profile"
+        --window-size=1300,1000 --virtual-time-budget=15000)
+    timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$tmp/run/report.html" >"$tmp/dom.html" 2>/dev/null ||
+        fail "chromium --dump-dom failed"
+    local body
+    body=$(grep -o '<body[^>]*>' "$tmp/dom.html" | head -1)
+    [[ $body =~ data-answers-bottom=\"([0-9]+)\" ]] || fail "no answers table in the page: $body"
+    [ "${BASH_REMATCH[1]}" -le 1000 ] || fail "the answers end at ${BASH_REMATCH[1]} px, below the first screen"
+    [[ $body =~ data-labels=\"([0-9]+)\ checked,\ 0\ outside\" ]] && [ "${BASH_REMATCH[1]}" -gt 10 ] ||
+        fail "value labels outside their axes (or none checked): $body"
+    # the first screen's words: the answers, what did not fit, no time ranking in sim
+    "$py" - "$tmp/dom.html" <<'EOF2' || fail "the first screen (above)"
+import html.parser, sys
+class P(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(); self.section = None; self.text = {}
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "h2":
+            self.section = a.get("id")
+    def handle_data(self, d):
+        self.text[self.section] = self.text.get(self.section, "") + d
+p = P(); p.feed(open(sys.argv[1], encoding="utf-8").read())
+ans = p.text.get("answers", "")
+errors = [w for w in ("replay", "churn", "best for memory", "did not fit", "allocations failed",
+                      "smallest churn peak reserved", "time is not ranked") if w not in ans]
+if "best for time" in ans:
+    errors.append("a sim report has a 'best for time' column")
+if errors:
+    print("FAIL: the answers lack: " + ", ".join(errors)); sys.exit(1)
+EOF2
+    timeout 120 "$chrome" "${flags[@]}" --screenshot="$tmp/first-screen.png" "file://$tmp/run/report.html" \
+        >/dev/null 2>&1 || fail "chromium --screenshot failed"
+    head -c 8 "$tmp/first-screen.png" | grep -q PNG || fail "the screenshot is not a PNG"
+    if [ -n "${CMB_REPORT_SCREENSHOT:-}" ]; then
+        cp "$tmp/first-screen.png" "$CMB_REPORT_SCREENSHOT"
+    fi
+    keep "$tmp/first-screen.png" "$tmp/run/report.html"
+    echo "first screen: the answers above ${BASH_REMATCH[1]:-?} px, labels inside their axes"
 }
 
 # --- missing columns -------------------------------------------------------------------------
@@ -405,11 +473,12 @@ case "${1:-}" in
 fixtures) part_fixtures ;;
 committed) part_committed ;;
 browser) part_browser ;;
+first_screen) part_first_screen ;;
 columns) part_columns ;;
 real) part_real ;;
 findings) part_findings ;;
 *)
-    echo "usage: $0 fixtures|browser|columns|real|committed|findings" >&2
+    echo "usage: $0 fixtures|browser|first_screen|columns|real|committed|findings" >&2
     exit 2
     ;;
 esac

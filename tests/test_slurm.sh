@@ -7,13 +7,14 @@
 #   tests/test_slurm.sh [BUILD_DIR]          (default: build)
 #
 # 1. submits the real sbatch (sim mode, churn and replay) on the three nodes;
-# 2. cancels n2's job step while its runs are half done: n1's and n3's runs
-#    finish whole, the merge exits 1 naming n2-gpu0 and n2-gpu1 as interrupted
-#    with the command that continues them, and the report says so;
-# 3. submits that command (CMB_RESUME, --nodelist=n2): n2's runs continue
-#    with --resume (their finished cases kept, every case once), n1's and
-#    n3's files are untouched, and the merged report has all six runs side
-#    by side.
+# 2. while the runs are under way, cancels n2's job step and takes n3 down:
+#    n1's runs finish whole, the merge exits 1 naming n2's and n3's runs as
+#    interrupted with the command that continues them, the report says so,
+#    and no process of the job outlives it;
+# 3. brings n3 back and submits that command (CMB_RESUME, --nodelist=n2,n3):
+#    the four runs continue with --resume (their finished cases kept, every
+#    case once), n1's files are untouched, and the merged report has all six
+#    runs side by side.
 # Every daemon it started is stopped and its directory removed, whatever the
 # outcome. Installs Debian's slurm-wlm and munge where they are missing (as
 # root). Where Slurm cannot be installed or run it skips (exit 77) with the
@@ -161,12 +162,13 @@ start_daemons() {
         >"$tmp/log/munged.out" 2>&1 &
     daemons+=($!)
     wait_for 10 "munged" test -S "$tmp/munge/munge.socket"
-    sl slurmctld -D -c >"$tmp/log/slurmctld.out" 2>&1 &
+    # (not through sl: $! must be the daemon itself, not a subshell)
+    SLURM_CONF=$tmp/slurm.conf slurmctld -D -c >"$tmp/log/slurmctld.out" 2>&1 &
     daemons+=($!)
     wait_for 30 "slurmctld" sl scontrol ping
     local node
     for node in "${NODES[@]}"; do
-        sl slurmd -D -N "$node" >"$tmp/log/slurmd-$node.out" 2>&1 &
+        SLURM_CONF=$tmp/slurm.conf slurmd -D -N "$node" >"$tmp/log/slurmd-$node.out" 2>&1 &
         daemons+=($!)
     done
     wait_for 60 "three idle nodes" nodes_idle
@@ -218,13 +220,7 @@ cleanup() {
 }
 
 stray_pids() {
-    local env pid
-    for env in /proc/[0-9]*/environ; do
-        pid=${env#/proc/}
-        pid=${pid%/environ}
-        [ "$pid" = $$ ] && continue
-        { tr '\0' '\n' <"$env"; } 2>/dev/null | grep -qxF "SLURM_CONF=$tmp/slurm.conf" && echo "$pid"
-    done
+    grep -lxzF "SLURM_CONF=$tmp/slurm.conf" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | grep -vx "$$" || true
 }
 
 # --- checks -------------------------------------------------------------------------------
@@ -251,7 +247,30 @@ no_duplicates() {
 
 status_of() { awk -F'\t' -v n="$1" -v g="$2" '$2 == n && $3 == g { print $4 }' "$dest/index.tsv"; }
 
-sums() { (cd "$dest/runs" && sha256sum n1-gpu*/results.* n3-gpu*/results.* n1-gpu*.status n3-gpu*.status); }
+sums() { (cd "$dest/runs" && sha256sum n1-gpu*/results.* n1-gpu*.status); }
+
+# Waits until RUN has finished two cases, while it runs.
+under_way() {
+    local t
+    for ((t = 0; t < 600; t++)); do
+        [ "$(cases_of "$1" 2>/dev/null | wc -l)" -ge 2 ] && return 0
+        [ -f "$1.status" ] && fail "$1 ended before the test could stop it"
+        sleep 0.2
+    done
+    fail "$1 did not finish two cases within 120 s"
+}
+
+# Processes that carry this cluster's slurm.conf, other than the daemons and
+# their own helpers (slurmctld keeps a child to start scripts from): those of
+# jobs (slurmstepd is no daemon's child).
+job_processes() {
+    local pid ppid d
+    for pid in $(stray_pids); do
+        ppid=$(awk '$1 == "PPid:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
+        for d in "${daemons[@]}"; do [ "$pid" = "$d" ] || [ "$ppid" = "$d" ] && continue 2; done
+        echo "$pid"
+    done
+}
 
 # --- the test -----------------------------------------------------------------------------
 
@@ -266,74 +285,82 @@ start_daemons
 say "cluster up: ${NODES[*]}, $GPUS stand-in GPUs each ($(sl sinfo -h -o '%P %D %T'))"
 
 dest_root=$tmp/results
-submit() { # [sbatch options...] -- [suite options...]
+submit() { # sbatch options and script [suite options...]
     (cd "$src" && SLURM_CONF=$tmp/slurm.conf CMB_BIN=$bin CMB_MODE=sim CMB_DEST=$dest_root PYTHON=$python \
         CMB_REPORT_ARGS="--no-gnuplot --no-findings" sbatch --parsable --output="$tmp/job-%j.out" "$@")
 }
 
-# 1. The suite on three nodes; n2's step cancelled once its runs are under way.
+# 1. The suite on three nodes; once their runs are under way, n2's step is
+#    cancelled and n3 is taken down (--no-kill: the job goes on without it).
 job=$(submit --nodes=3 --gpus-per-node=$GPUS ci/examples/slurm-suite.sbatch "${ARGS[@]}")
 dest=$dest_root/$job
 say "job $job submitted"
-for ((t = 0; t < 600; t++)); do
-    [ "$(tail -n +2 "$dest/runs/n2-gpu0/results.csv" 2>/dev/null | cut -d, -f4 | sort -u | wc -l)" -ge 2 ] && break
-    [ -f "$dest/runs/n2-gpu0.status" ] && fail "n2-gpu0 ended before the test could cancel it"
-    sleep 0.2
-done
+under_way "$dest/runs/n2-gpu0"
 step=$(sl squeue -h -s -j "$job" -o '%i %N' | awk '$2 == "n2" { sub(/.*\./, "", $1); if ($1 ~ /^[0-9]+$/) print $1 }')
 [ -n "$step" ] || fail "no job step on n2 ($(sl squeue -h -s -j "$job" -o '%i %N' | tr '\n' ' '))"
 sl scancel "$job.$step"
 say "cancelled step $job.$step (n2) after $(cases_of "$dest/runs/n2-gpu0" | wc -l) cases of n2-gpu0"
+under_way "$dest/runs/n3-gpu0"
+sl scontrol update NodeName=n3 State=DOWN Reason="cumembench test: a node lost"
+say "took n3 down after $(cases_of "$dest/runs/n3-gpu0" | wc -l) cases of n3-gpu0"
 wait_job "$job" 400
 out=$tmp/job-$job.out
 say "job $job ended: $(job_state "$job")"
 
 [ "$(job_state "$job")" = FAILED ] || fail "job $job: state $(job_state "$job"), expected FAILED (runs missing)"
+# (a daemon may run a helper a moment longer; a step's processes end within KillWait)
+for ((t = 0; t < 50; t++)); do [ -z "$(job_processes)" ] && break; sleep 0.2; done
+left=$(for pid in $(job_processes); do
+    ppid=$(awk '$1 == "PPid:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    printf '%s (%s, parent %s: %s); ' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" "$ppid" \
+        "$(tr '\0' ' ' <"/proc/$ppid/cmdline" 2>/dev/null)"
+done)
+[ -z "$left" ] || fail "processes of job $job outlived it: $left"
 full=$(cases_of "$dest/runs/n1-gpu0" | wc -l)
 [ "$full" = 16 ] || fail "n1-gpu0 holds $full cases, expected 16 (2 churn and 2 replay cases x 4 allocators)"
-for node in n1 n3; do
-    for g in 0 1; do
-        run=$dest/runs/$node-gpu$g
-        [ "$(status_of "$node" "$g")" = 0 ] || fail "$node-gpu$g: status '$(status_of "$node" "$g")' in index.tsv, expected 0"
-        [ "$(cases_of "$run")" = "$(cases_of "$dest/runs/n1-gpu0")" ] || fail "$node-gpu$g: other cases than n1-gpu0"
-        [ -L "$dest/by-gpu/sim/$node-gpu$g" ] || fail "by-gpu/sim/$node-gpu$g: no link"
-    done
-done
 for g in 0 1; do
-    [ "$(status_of n2 "$g")" = interrupted ] || fail "n2-gpu$g: status '$(status_of n2 "$g")', expected interrupted"
-    [ ! -e "$dest/by-gpu/sim/n2-gpu$g" ] || fail "by-gpu/sim/n2-gpu$g: an interrupted run is linked"
+    run=$dest/runs/n1-gpu$g
+    [ "$(status_of n1 "$g")" = 0 ] || fail "n1-gpu$g: status '$(status_of n1 "$g")' in index.tsv, expected 0"
+    [ "$(cases_of "$run")" = "$(cases_of "$dest/runs/n1-gpu0")" ] || fail "n1-gpu$g: other cases than n1-gpu0"
+    [ -L "$dest/by-gpu/sim/n1-gpu$g" ] || fail "by-gpu/sim/n1-gpu$g: no link"
 done
-part=$(cases_of "$dest/runs/n2-gpu0" | wc -l)
-[ "$part" -lt "$full" ] || fail "n2-gpu0 holds all $full cases: the cancel came too late"
-grep -q 'slurm-merge: 2 run(s) missing: n2-gpu0 (interrupted.*n2-gpu1 (interrupted' "$out" ||
-    fail "the merge does not name n2-gpu0 and n2-gpu1 as interrupted"
-grep -q "continue them on their nodes: CMB_RESUME=$dest sbatch --nodes=1 --nodelist=n2 " "$out" ||
-    fail "the merge does not give the command that continues n2's runs"
+for run in n2-gpu0 n2-gpu1 n3-gpu0 n3-gpu1; do
+    [ "$(status_of "${run%-gpu*}" "${run#*-gpu}")" = interrupted ] ||
+        fail "$run: status '$(status_of "${run%-gpu*}" "${run#*-gpu}")', expected interrupted"
+    [ ! -e "$dest/by-gpu/sim/$run" ] || fail "by-gpu/sim/$run: an interrupted run is linked"
+    part=$(cases_of "$dest/runs/$run" | wc -l)
+    [ "$part" -lt "$full" ] || fail "$run holds all $full cases: it was stopped too late"
+    head -n "$(($(wc -l <"$dest/runs/$run/results.csv") - 1))" "$dest/runs/$run/results.csv" >"$tmp/$run-kept.csv"
+done
+grep -q 'slurm-merge: 4 run(s) missing: n2-gpu0 (interrupted.*n2-gpu1 (interrupted.*n3-gpu0 (interrupted.*n3-gpu1 (interrupted' \
+    "$out" || fail "the merge does not name n2's and n3's runs as interrupted"
+grep -q "continue them on their nodes: CMB_RESUME=$dest sbatch --nodes=2 --nodelist=n2,n3 " "$out" ||
+    fail "the merge does not give the command that continues n2's and n3's runs"
 report=$dest/report.html
 [ -f "$report" ] || fail "no merged report after job $job"
-grep -q '2 of 6 runs missing' "$report" || fail "the report does not say that 2 of 6 runs are missing"
-grep -q "CMB_RESUME=$dest sbatch --nodes=1 --nodelist=n2" "$report" || fail "the report lacks the resume command"
+grep -q '4 of 6 runs missing' "$report" || fail "the report does not say that 4 of 6 runs are missing"
+grep -q "CMB_RESUME=$dest sbatch --nodes=2 --nodelist=n2,n3" "$report" || fail "the report lacks the resume command"
 before=$(sums)
-head -n "$(($(wc -l <"$dest/runs/n2-gpu0/results.csv") - 1))" "$dest/runs/n2-gpu0/results.csv" >"$tmp/n2-kept.csv"
-say "job $job: n1 and n3 whole ($full cases each), n2 interrupted at $part cases, the merge names both n2 runs"
+say "job $job: n1 whole ($full cases a run), n2 and n3 interrupted, the merge names their four runs"
 
-# 2. The command the merge gave: n2's runs continue where they stopped.
-cmd=$(grep -o "CMB_RESUME=$dest sbatch --nodes=1 --nodelist=n2 [^ ]*" "$out" | head -n 1)
-job2=$(cd "$src" && CMB_RESUME=$dest submit --nodes=1 --nodelist=n2 --gpus-per-node=$GPUS "${cmd##* }")
+# 2. n3 back; the command the merge gave: n2's and n3's runs continue where they stopped.
+sl scontrol update NodeName=n3 State=RESUME 2>/dev/null || true
+wait_for 60 "n3 back" nodes_idle
+cmd=$(grep -o "CMB_RESUME=$dest sbatch --nodes=2 --nodelist=n2,n3 [^ ]*" "$out" | head -n 1)
+job2=$(CMB_RESUME=$dest submit --nodes=2 --nodelist=n2,n3 --gpus-per-node=$GPUS "${cmd##* }")
 say "job $job2 submitted: $cmd"
 wait_job "$job2" 400
 out2=$tmp/job-$job2.out
 [ "$(job_state "$job2")" = COMPLETED ] || fail "job $job2: state $(job_state "$job2"), expected COMPLETED"
-for g in 0 1; do
-    run=$dest/runs/n2-gpu$g
-    [ "$(status_of n2 "$g")" = 0 ] || fail "n2-gpu$g: status '$(status_of n2 "$g")' after the resume, expected 0"
-    [ "$(cases_of "$run")" = "$(cases_of "$dest/runs/n1-gpu0")" ] || fail "n2-gpu$g: other cases than n1-gpu0"
-    no_duplicates "$run"
-    grep -q "resuming $run" "$run.log" || fail "n2-gpu$g was not continued with --resume"
+for run in n2-gpu0 n2-gpu1 n3-gpu0 n3-gpu1; do
+    [ "$(status_of "${run%-gpu*}" "${run#*-gpu}")" = 0 ] || fail "$run: status after the resume, expected 0"
+    [ "$(cases_of "$dest/runs/$run")" = "$(cases_of "$dest/runs/n1-gpu0")" ] || fail "$run: other cases than n1-gpu0"
+    no_duplicates "$dest/runs/$run"
+    grep -q "resuming $dest/runs/$run" "$dest/runs/$run.log" || fail "$run was not continued with --resume"
+    cmp -s "$tmp/$run-kept.csv" <(head -n "$(wc -l <"$tmp/$run-kept.csv")" "$dest/runs/$run/results.csv") ||
+        fail "$run: the rows finished before it was stopped changed"
 done
-cmp -s "$tmp/n2-kept.csv" <(head -n "$(wc -l <"$tmp/n2-kept.csv")" "$dest/runs/n2-gpu0/results.csv") ||
-    fail "n2-gpu0: the rows finished before the cancel changed"
-[ "$before" = "$(sums)" ] || fail "the resume changed n1's or n3's results"
+[ "$before" = "$(sums)" ] || fail "the resume changed n1's results"
 [ "$(find "$dest/by-gpu/sim" -type l | wc -l)" = 6 ] || fail "by-gpu/sim: expected 6 links"
 grep -q 'slurm-merge: report: .* (6 runs)' "$out2" || fail "the merge after the resume did not report 6 runs"
 grep -q "Every run of the job ended: 6 runs on 3 node(s)" "$report" || fail "the report still misses runs"
@@ -343,5 +370,5 @@ for node in n1 n2 n3; do
         grep -q "sim ($node-gpu$g)" "$report" || fail "the report has no column for $node-gpu$g"
     done
 done
-say "job $job2: n2 continued to $full cases each, every case once, n1 and n3 untouched, report of 6 runs"
+say "job $job2: n2's and n3's runs continued to $full cases, every case once, n1 untouched, report of 6 runs"
 say "PASS"

@@ -83,8 +83,11 @@ def make_job(root, layout):
                 make_run(run, node, i)
                 with open(run + ".status", "w") as f:
                     f.write(st + "\n")
-            elif st == "interrupted":
+            elif st == "interrupted" or st.isdigit():
                 make_run(run, node, i, cases=("a",), torn=True)
+                if st.isdigit():  # a status other than 0 and 1: killed, or bad options
+                    with open(run + ".status", "w") as f:
+                        f.write(st + "\n")
             rows.append(["nvidia-h100" if st in ("0", "1") else "-", node, str(i), st, run])
     with open(os.path.join(root, "index.tsv"), "w") as f:
         f.write("slug\tnode\tgpu\tstatus\tdir\n" + "".join("\t".join(r) + "\n" for r in rows))
@@ -260,6 +263,14 @@ class Merge(Tmp):
         if has_matplotlib():
             with open(os.path.join(job, "report.html")) as f:
                 self.assertIn("3 of 5 runs missing", f.read())
+
+    def test_killed_by_a_signal_is_interrupted(self):
+        job = self.job({"n1": ["0", "137"], "n2": ["2"]})
+        p = self.merge(job)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual([r[3] for r in self.index(job)], ["0", "interrupted", "2"])
+        self.assertIn("2 run(s) missing: n1-gpu1 (interrupted: killed by signal 9); n2-gpu0 (exit status 2: ", p.stderr)
+        self.assertIn("--nodes=2 --nodelist=n1,n2 ", p.stderr)
 
     def test_complete_exit_0(self):
         job = self.job({"n1": ["0"], "n2": ["0"]})

@@ -7,8 +7,8 @@
 #   ci/examples/slurm-merge.sh JOB_DIR
 #
 # Writes JOB_DIR/index.tsv (slug, node, GPU, status, dir; status is the run's
-# exit status, `interrupted` for a run that began and never ended, `not-started`
-# for one that never began), JOB_DIR/by-gpu/<gpu-slug>/<node>-gpu<N> links to
+# exit status, `interrupted` for a run that began and never ended or was
+# killed by a signal, `not-started` for one that never began), JOB_DIR/by-gpu/<gpu-slug>/<node>-gpu<N> links to
 # the finished runs, and JOB_DIR/report.html (plots/report.py --fleet: nodes,
 # GPUs, drivers and CUDA versions side by side, mixed ones flagged, missing
 # runs named). CMB_REPORT_ARGS: more report.py options (e.g. --no-gnuplot);
@@ -50,7 +50,7 @@ rm -rf "$dest/by-gpu"
 
 # Records one run of a node: its row, its link, or why it is missing.
 merge_run() { # NODE GPU
-    local node=$1 i=$2 name=$1-gpu$2 run status slug=-
+    local node=$1 i=$2 name=$1-gpu$2 run status slug=- how="it began and never ended"
     run=$dest/runs/$name
     if [ -f "$run.status" ]; then
         status=$(cat "$run.status")
@@ -58,6 +58,11 @@ merge_run() { # NODE GPU
         status=interrupted
     else
         status=not-started
+    fi
+    # killed, with the shell around it still alive to write the status
+    if [[ $status =~ ^[0-9]+$ ]] && ((status > 128)); then
+        how="killed by signal $((status - 128))"
+        status=interrupted
     fi
     case $status in
     0 | 1)
@@ -68,7 +73,7 @@ merge_run() { # NODE GPU
         fi
         finished+=("$run")
         ;;
-    interrupted) missing+=("$name (interrupted: it began and never ended)") ;;
+    interrupted) missing+=("$name (interrupted: $how)") ;;
     not-started) missing+=("$name (never started)") ;;
     *) missing+=("$name (exit status $status: $run.log)") ;;
     esac

@@ -379,6 +379,8 @@ def _memory_answer(run, scenario):
     h = H.of(scenario)
     text = _best_text(best(run, scenario, h.memory, h.memory_higher, h.requested), memory_what(h.memory,
                                                                                                  h.memory_higher))
+    if not text and any(c.status == "oom" for c in run.cases_of(scenario)):
+        return "none: no allocator that ran fit"
     return text or f"no allocator finished with {h.memory} to compare"
 
 

@@ -137,3 +137,11 @@ def render(doc_path, out_dir):
     # tab_length 2: lists nested by two spaces, as GitHub reads them
     md = markdown.Markdown(extensions=["tables", "fenced_code", _FindingsExtension(doc_path, out_dir)], tab_length=2)
     return f"<div class='findings'>\n{md.convert(text)}\n</div>\n"
+
+
+def link(doc_path, out_dir):
+    """A short Findings section that links to the document instead of inlining it."""
+    rel = os.path.relpath(os.path.abspath(doc_path), os.path.abspath(out_dir)).replace(os.sep, "/")
+    return (f"<h2 id='{SECTION_ID}'>Findings</h2>\n<p>The project's findings, measured on GPUs: "
+            f"<a href='{quote(rel)}'>{os.path.basename(doc_path)}</a> (a report of sim runs links to them rather "
+            "than repeating them).</p>\n")

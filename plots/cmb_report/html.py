@@ -59,10 +59,27 @@ window.addEventListener('error', function (e) {
   b.setAttribute('data-errors', (b.getAttribute('data-errors') || '') + t + ' ');
 }, true);
 window.addEventListener('load', function () {
-  var imgs = document.images, ok = 0;
-  for (var i = 0; i < imgs.length; i++)
-    if (imgs[i].complete && imgs[i].naturalWidth > 0) ok++;
+  var imgs = document.images, ok = 0, labels = 0, outside = [];
+  for (var i = 0; i < imgs.length; i++) {
+    var im = imgs[i];
+    if (im.complete && im.naturalWidth > 0) ok++;
+    var meta = im.getAttribute('data-labels');
+    if (!meta) continue;
+    /* every value label inside its axes, as the figure was drawn */
+    var m = JSON.parse(meta);
+    if (m.w !== im.naturalWidth || m.h !== im.naturalHeight) outside.push(im.alt + ': size');
+    m.labels.forEach(function (l) {
+      var a = m.axes[l[4]];
+      labels++;
+      if (!a || l[0] < a[0] - 1 || l[1] < a[1] - 1 || l[2] > a[2] + 1 || l[3] > a[3] + 1)
+        outside.push(im.alt + ' [' + l.slice(0, 4).join(',') + ']');
+    });
+  }
   document.body.setAttribute('data-images', ok + '/' + imgs.length);
+  var ans = document.getElementById('answers-end');
+  if (ans) document.body.setAttribute('data-answers-bottom', Math.round(ans.getBoundingClientRect().bottom));
+  document.body.setAttribute('data-labels', labels + ' checked, ' + outside.length + ' outside');
+  if (outside.length) document.body.setAttribute('data-labels-outside', outside.join('; '));
 });
 """
 
@@ -97,7 +114,9 @@ class Page:
             return
         self.n_images += 1
         data = base64.b64encode(png).decode("ascii")
-        self.add(f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">\n')
+        meta = getattr(png, "meta", None)
+        labels = f' data-labels="{esc(meta)}"' if meta else ""
+        self.add(f'<img alt="{esc(alt)}"{labels} src="data:image/png;base64,{data}">\n')
 
     def td(self, cell, extra=""):
         cls = cell.kind if cell.kind != "value" else ("partial" if cell.partial else "")
@@ -142,10 +161,50 @@ def _header(page, runs):
                  "value / first value.</p>\n")
 
 
+def _answers(page, runs, scenarios):
+    """The first screen: per run, one row per scenario: the best allocator
+    for memory, the best for time (real allocators on a GPU), what did not
+    fit; as the console prints at the end of a run."""
+    page.add("<h2 id='answers'>Answers</h2>\n")
+    for r in runs:
+        if len(runs) > 1:
+            page.add(f"<h3>{esc(r.label)}</h3>\n")
+        timed = r.mode != "sim"  # sim times are host bookkeeping: no column for them
+        page.add("<table class='answers'><tr><th class='l'>scenario</th><th class='l'>best for memory</th>"
+                 + ("<th class='l'>best for time</th>" if timed else "")
+                 + "<th class='l'>did not fit</th></tr>\n")
+        for s in scenarios:
+            if not r.cases_of(s):
+                page.add(f"<tr><td class='l'><a href='#s-{_slug(s)}'>{esc(s)}</a></td>"
+                         f"<td class='l missing' colspan='{2 + timed}'>not run on {esc(r.label)}</td></tr>\n")
+                continue
+            a = A.answer(r, s)
+            if not a.memory:
+                page.add(f"<tr><td class='l'>{esc(s)}</td><td class='l missing' colspan='{2 + timed}'>{esc(a.not_fit)}"
+                         "</td></tr>\n")
+                continue
+            fit_cls = "oom" if a.not_fit != "everything that ran fit" else ""
+            failed = f"<br><span class='failed'>failed: {esc(a.failed)}</span>" if a.failed else ""
+            page.add(f"<tr><td class='l'><a href='#s-{_slug(s)}'>{esc(s)}</a></td><td class='l wrap'>"
+                     f"{esc(a.memory)}</td>" + (f"<td class='l wrap'>{esc(a.time)}</td>" if timed else "") +
+                     f"<td class='l wrap {fit_cls}'>{esc(a.not_fit)}{failed}</td></tr>\n")
+        page.add("</table>\n")
+        if not timed:
+            page.add(f"<p><small>{esc(r.label)}: time is not ranked, sim times are host bookkeeping only (a GPU "
+                     "run measures time).</small></p>\n")
+    page.add("<p><small>Best for memory: the lowest geometric mean over the scenario's parameter sets of the "
+             "scenario's memory counter divided by the best value of each set (churn: its own phase's peak; "
+             "batch-sweep: the largest batch, higher is better); cases that did not fit, failed or served less are "
+             f"not compared. Best for time: GPU runs only, real allocators only (an emulation's time is its "
+             f"{esc(IMPL_TIME_LABEL)}). Figures follow, then the rankings and every number.</small></p>\n"
+             "<div id='answers-end'></div>\n")
+
+
 def _toc(page, runs, scenarios, findings):
-    page.add("<nav><b>Contents</b><ul>\n<li><a href='#summary'>Summary: allocators ranked per scenario</a></li>\n")
+    page.add("<nav><b>Contents</b><ul>\n<li><a href='#answers'>Answers</a></li>\n")
     for s in scenarios:
         page.add(f"<li><a href='#s-{_slug(s)}'>Scenario {esc(s)}</a></li>\n")
+    page.add("<li><a href='#summary'>Rankings per scenario</a></li>\n")
     if len(runs) > 1:
         page.add("<li><a href='#compare'>Across GPUs: side by side</a></li>\n")
     page.add("<li><a href='#failures'>Failures and skips</a></li>\n<li><a href='#environment'>Environment</a></li>\n"
@@ -214,7 +273,7 @@ def _ranking_table(page, run, scenario, all_allocators):
 
 def _summary(page, runs, scenarios):
     sim = any(r.mode == "sim" for r in runs)
-    page.add("<h2 id='summary'>Summary: allocators ranked per scenario</h2>\n"
+    page.add("<h2 id='summary'>Rankings per scenario</h2>\n"
              "<p>Rank = the mean of the allocator's ranks on the columns its run measures (ties broken by peak "
              "reserved in sim, by time on a GPU). <i>x vs best</i> is the geometric mean over the scenario's "
              "parameter sets of the allocator's median divided by the best allocator's median there (1.00x = best "
@@ -228,6 +287,9 @@ def _summary(page, runs, scenarios):
         for r in runs:
             if not r.cases_of(s):
                 page.add(f"<h3>{esc(s)} on {esc(r.label)}</h3><p class='warn'>not run on {esc(r.label)}</p>\n")
+                continue
+            if _nothing_ran(r, s):
+                page.add(f"<p><b>{esc(s)}</b> on {esc(r.label)}: {esc(A.answer(r, s).not_fit)}</p>\n")
                 continue
             page.add(f"<h3>{esc(s)} on {esc(r.label)}</h3>\n")
             _ranking_table(page, r, s, A.allocators(runs, s))
@@ -244,7 +306,7 @@ def _detail_table(page, run, scenario):
     rest = [m for m in M.ordered(metric_names) if m not in first]
     cols = first + rest
     psets = A.param_sets([run], scenario)
-    page.add(f"<details{' open' if len(cases) <= 40 else ''}><summary>All numbers: {esc(scenario)} on "
+    page.add(f"<details><summary>All numbers: {esc(scenario)} on "
              f"{esc(run.label)} ({len(cases)} cases; median [min - max] over repetitions)</summary>\n"
              "<div class='scroll'><table><tr>"
              "<th class='l'>parameters</th><th class='l'>allocator</th><th class='l'>upstream</th><th>reps</th>")
@@ -266,7 +328,16 @@ def _detail_table(page, run, scenario):
     page.add("</table></div></details>\n")
 
 
+def _nothing_ran(run, scenario):
+    return all(c.status == "skipped" for c in run.cases_of(scenario))
+
+
 def _scenario_section(page, runs, scenario, colors):
+    ran = [r for r in runs if r.cases_of(scenario) and not _nothing_ran(r, scenario)]
+    if not ran:  # one line: why nothing ran (e.g. a GPU-only scenario in sim mode)
+        why = "; ".join(f"{r.label}: {A.answer(r, scenario).not_fit}" for r in runs if r.cases_of(scenario))
+        page.add(f"<h2 id='s-{_slug(scenario)}'>Scenario {esc(scenario)}</h2>\n<p class='missing'>{esc(why)}</p>\n")
+        return
     page.add(f"<h2 id='s-{_slug(scenario)}'>Scenario {esc(scenario)}</h2>\n")
     missing = [r.label for r in runs if not r.cases_of(scenario)]
     if missing:
@@ -278,25 +349,38 @@ def _scenario_section(page, runs, scenario, colors):
     fixed = [kv for kv in psets[0].split(";") if kv and kv.split("=", 1)[0] not in keys] if psets else []
     page.add(f"<p><small>{len(psets)} parameter set(s); fixed: {esc(' '.join(fixed) or '-')}</small></p>\n")
 
-    page.img(F.metric_bars(runs, scenario, "time_s", "time per repetition"), f"{scenario} time")
+    cols = A.columns(scenario)
+    sim = all(r.mode == "sim" for r in runs)
     size_param = next((p for p in M.SIZE_PARAMS if p in keys), None)
-    if size_param:
+    if sim:  # sim times are host bookkeeping: in the tables, not drawn
+        page.add("<p><small>Sim mode: times are host bookkeeping only, so they are not drawn (the tables below have "
+                 "them).</small></p>\n")
+    else:
+        page.img(F.metric_bars(runs, scenario, "time_s", "time per repetition", colors=colors), f"{scenario} time")
+    if sim:
+        pass
+    elif size_param:
         page.img(F.metric_lines(runs, scenario, size_param, "alloc_p50_ns",
                                 f"allocation latency against {size_param} (p50 solid with min-max band, p99 dashed)",
                                 colors, second="alloc_p99_ns"), f"{scenario} latency per size")
     else:
-        page.img(F.metric_bars(runs, scenario, "alloc_p50_ns", "allocation latency p50"), f"{scenario} latency")
-    page.img(F.metric_bars(runs, scenario, "peak_reserved_bytes", "peak reserved (bars) against peak requested "
-                           "(black tick)", overlay="peak_requested_bytes"), f"{scenario} peak")
-    page.img(F.metric_bars(runs, scenario, "frag_ratio", "fragmentation ratio 1 - requested/reserved at the peaks"),
-             f"{scenario} fragmentation")
-    page.img(F.metric_bars(runs, scenario, "capacity_ratio", "capacity ratio (1 = all free memory usable in one "
-                           "block)"), f"{scenario} capacity")
+        page.img(F.metric_bars(runs, scenario, "alloc_p50_ns", "allocation latency p50", colors=colors),
+                 f"{scenario} latency")
+    peak = cols["peak_reserved_bytes"]
+    req = A.requested_of(scenario, peak) or "peak_requested_bytes"
+    page.img(F.metric_bars(runs, scenario, peak, f"{M.metric(peak).label} (bars) against {M.metric(req).label} "
+                           "(black tick)", overlay=req, colors=colors), f"{scenario} peak")
+    page.img(F.metric_bars(runs, scenario, cols["frag_ratio"], f"{M.metric(cols['frag_ratio']).label}: 1 - "
+                           "requested/reserved at the peaks", colors=colors), f"{scenario} fragmentation")
+    page.img(F.metric_bars(runs, scenario, "capacity_ratio", ("checkerboard " if scenario == "churn" else "")
+                           + "capacity ratio (1 = all free memory usable in one block)", colors=colors),
+             f"{scenario} capacity")
     batch = next((m for m in M.LARGEST_BATCH if m in _metrics_of(runs, scenario)), None)
     if batch:
-        page.img(F.metric_bars(runs, scenario, batch, "largest batch that fits"), f"{scenario} largest batch")
+        page.img(F.metric_bars(runs, scenario, batch, "largest batch that fits", colors=colors),
+                 f"{scenario} largest batch")
     budget = next((p for p in M.BUDGET_PARAMS if p in keys), None)
-    if budget:
+    if budget and not sim:
         page.img(F.metric_lines(runs, scenario, budget, "time_s", f"time against the memory budget ({budget})",
                                 colors, xlabel=f"{budget} (memory budget)"), f"{scenario} time versus budget")
     for r in runs:
@@ -361,17 +445,22 @@ def _failures(page, runs):
     if not rows:
         page.add("<p>Every case finished every repetition.</p>\n")
         return
-    page.add("<table><tr><th class='l'>run</th><th class='l'>case</th><th class='l'>status</th>"
+    n = {k: sum(1 for _, c in rows if c.status == k) for k in ("oom", "failed", "partial", "skipped")}
+    words = {"oom": "did not fit", "failed": "failed", "partial": "partial", "skipped": "skipped"}
+    summary = ", ".join(f"{v} {words[k]}" for k, v in n.items() if v)
+    # only skips (GPU-only cases in sim): folded, the answers already say why
+    page.add(f"<details{'' if n['skipped'] == len(rows) else ' open'}><summary>{esc(summary)}</summary>\n"
+             "<table><tr><th class='l'>run</th><th class='l'>case</th><th class='l'>status</th>"
              "<th class='l'>reason</th></tr>\n")
     for r, c in rows:
         page.add(f"<tr><td class='l'>{esc(r.label)}</td><td class='l'>{esc(c.name)}</td>"
                  f"<td class='l {c.status}'>{esc(c.status)}</td><td class='l reason'>{esc(c.reason)}</td></tr>\n")
-    page.add("</table>\n")
+    page.add("</table></details>\n")
 
 
 def _environment(page, runs):
-    page.add("<h2 id='environment'>Environment</h2>\n<p>The context block of each run's results.json; rows that "
-             "differ between runs are shaded.</p>\n<table><tr><th class='l'>key</th>"
+    page.add("<h2 id='environment'>Environment</h2>\n<details><summary>The context block of each run's "
+             "results.json; rows that differ between runs are shaded</summary>\n<table><tr><th class='l'>key</th>"
              + "".join(f"<th class='l'>{esc(r.label)}</th>" for r in runs) + "</tr>\n")
     keys = []
     for r in runs:
@@ -384,7 +473,7 @@ def _environment(page, runs):
                  + "".join(f"<td class='l wrap'>{esc(v)}</td>" for v in shown) + "</tr>\n")
     if not keys:
         page.add("<tr><td class='l na' colspan='99'>no results.json: environment not recorded</td></tr>\n")
-    page.add("</table>\n")
+    page.add("</table></details>\n")
 
 
 def _definitions(page, runs):
@@ -392,9 +481,9 @@ def _definitions(page, runs):
     for r in runs:
         for c in r.cases.values():
             present |= c.metrics()
-    page.add("<h2 id='definitions'>Metric definitions</h2>\n<p>Every number is the median over the case's "
-             "repetitions; where there are several, <i>[min - max]</i> follows it (whiskers and bands in the "
-             "figures). Sizes are in binary units (1 MiB = 2<sup>20</sup> bytes).</p>\n<dl>\n")
+    page.add("<h2 id='definitions'>Metric definitions</h2>\n<details><summary>Every number is the median over the "
+             "case's repetitions; where there are several, <i>[min - max]</i> follows it (whiskers and bands in the "
+             "figures). Sizes are in binary units (1 MiB = 2<sup>20</sup> bytes).</summary>\n<dl>\n")
     for name in M.ordered(present):
         m = M.metric(name)
         direction = {"lower": " Lower is better.", "higher": " Higher is better."}.get(m.better, "")
@@ -406,7 +495,7 @@ def _definitions(page, runs):
              "numbers:</p>\n<dl>\n")
     for word, meaning in STATUS_WORDS:
         page.add(f"<dt>{esc(word)}</dt><dd>{esc(meaning)}</dd>\n")
-    page.add("</dl>\n")
+    page.add("</dl></details>\n")
 
 
 def render(runs, findings=None):
@@ -415,10 +504,11 @@ def render(runs, findings=None):
     colors = F.allocator_colors(A.allocators(runs))
     page = Page()
     _header(page, runs)
+    _answers(page, runs, scenarios)
     _toc(page, runs, scenarios, findings)
-    _summary(page, runs, scenarios)
     for s in scenarios:
         _scenario_section(page, runs, s, colors)
+    _summary(page, runs, scenarios)
     if len(runs) > 1:
         _compare(page, runs, scenarios, colors)
     _failures(page, runs)

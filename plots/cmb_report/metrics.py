@@ -77,6 +77,9 @@ KNOWN = [
 # --- the harness's self-checks and the device check ---------------------------------------
 
 KNOWN += [
+    _M("did_not_fit_allocs", "did not fit", "count", "lower",
+       "Allocations of the workload that failed for lack of memory in a repetition that did not fit (status oom; "
+       "the scenario said so with cmb_case_set_oom). Absent when the workload fit."),
     _M("upstream_injected_faults", "injected faults", "count", "",
        "Upstream requests refused on purpose by --fault (fault injection); 0 without it."),
     _M("verify_overlaps", "overlapping blocks", "count", "lower",

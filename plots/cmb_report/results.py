@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 from . import impl as I
 
-CSV_COLUMNS = ["run_id", "gpu", "mode", "case", "scenario", "allocator", "upstream", "params", "repetition",
-               "status", "metric", "value", "error"]
-# Appended later (harness/schema.def): absent from older results, read when there.
-OPTIONAL_COLUMNS = ["options", "impl"]
-STATUSES = ("ok", "failed", "skipped", "oom")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import cmb_schema  # noqa: E402  (harness/schema.def, the columns of results.csv)
+
+CSV_COLUMNS = cmb_schema.FIRST_COLUMNS  # every results.csv has these; newer runs append more (options, impl)
+STATUSES = cmb_schema.STATUSES          # ok, oom (ran, did not fit), failed, skipped
 TIMELINE_COLUMNS = ["op", "kind", "requested_bytes", "reserved_bytes"]
 
 
@@ -160,7 +160,7 @@ def _read_csv(path):
         if missing:
             raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; a cumembench results.csv has "
                               f"{','.join(CSV_COLUMNS)}")
-        idx = {c: header.index(c) for c in CSV_COLUMNS + OPTIONAL_COLUMNS if c in header}
+        idx = {c: i for i, c in enumerate(header)}
         for lineno, row in enumerate(reader, start=2):
             if not row:
                 continue
@@ -169,31 +169,10 @@ def _read_csv(path):
             yield lineno, {c: row[i] for c, i in idx.items()}
 
 
-try:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                    "tools"))
-    from cmb_schema import label as _schema_label  # the harness's own rule, where it exists
-except ImportError:
-    _schema_label = None
-finally:
-    sys.path.pop(0)
-
-
-def allocator_label(row):
-    """The allocator as the report shows it, name[:options][@upstream]: older
-    results.csv files hold it whole in `allocator`, newer ones split the
-    options into their own column."""
-    if "options" not in row:
-        return row["allocator"]
-    if _schema_label:
-        return _schema_label(row)
-    return row["allocator"] + (":" + row["options"] if row["options"] else "")
-
-
 def _add_row(cases, path, lineno, row):
     c = cases.get(row["case"])
     if c is None:
-        label = allocator_label(row)
+        label = cmb_schema.label(row)
         c = cases[row["case"]] = Case(row["case"], row["scenario"], label, row["upstream"], row["params"],
                                       options=row.get("options", ""), impl=I.impl_of(label, row.get("impl", "")))
     status, rep = row["status"], row["repetition"]

@@ -1,0 +1,282 @@
+/* plan.c - which cases a command line selects (see plan.h). */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../allocators/external.h"
+#include "timeline.h"
+
+/* --- selecting scenarios and allocators ------------------------------------------------- */
+
+static int split_list(const char *list, char items[][512], size_t max, size_t *n, const char *what, char *err,
+                      size_t errlen)
+{
+    char buf[8192];
+    if (strlen(list) >= sizeof buf) {
+        snprintf(err, errlen, "%s list too long", what);
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == max || strlen(tok) >= 512) {
+            snprintf(err, errlen, "too many or too long %s names", what);
+            return -1;
+        }
+        snprintf(items[(*n)++], 512, "%s", tok);
+    }
+    if (!*n || strstr(list, ",,") || list[0] == ',' || list[strlen(list) - 1] == ',') {
+        snprintf(err, errlen, "empty %s name in '%s'", what, list);
+        return -1;
+    }
+    return 0;
+}
+
+#define MAX_SELECTED 64
+
+static int select_scenarios(const cmb_cli *cli, const cmb_scenario **out, size_t *n, char *err, size_t errlen)
+{
+    static char names[MAX_SELECTED][512];
+    size_t k;
+    *n = 0;
+    if (!cli->scenarios || !strcmp(cli->scenarios, "all")) {
+        for (size_t i = 0; i < cmb_scenario_count(); i++)
+            out[(*n)++] = cmb_scenario_at(i);
+        return 0;
+    }
+    if (split_list(cli->scenarios, names, MAX_SELECTED, &k, "scenario", err, errlen))
+        return -1;
+    for (size_t i = 0; i < k; i++) {
+        const cmb_scenario *s = cmb_scenario_find(names[i]);
+        if (!s) {
+            snprintf(err, errlen, "unknown scenario '%s' (cumembench --list shows them)", names[i]);
+            return -1;
+        }
+        out[(*n)++] = s;
+    }
+    return 0;
+}
+
+/* The specs are the caller's (out[]), each parsed in place. */
+static int select_allocators(const cmb_cli *cli, cmb_alloc_spec *out, size_t *n, char *err, size_t errlen)
+{
+    static char names[MAX_SELECTED][512];
+    size_t k;
+    *n = 0;
+    if (!cli->allocators || !strcmp(cli->allocators, "all")) {
+        for (size_t i = 0; i < cmb_allocator_count() && *n < MAX_SELECTED; i++)
+            if (cmb_alloc_spec_parse(cmb_allocator_at(i)->name, &out[(*n)++], err, errlen))
+                return -1;
+        return 0;
+    }
+    if (split_list(cli->allocators, names, MAX_SELECTED, &k, "allocator", err, errlen))
+        return -1;
+    for (size_t i = 0; i < k; i++)
+        if (cmb_alloc_spec_parse(names[i], &out[(*n)++], err, errlen))
+            return -1;
+    return 0;
+}
+
+/* Every --param must belong to at least one selected scenario. */
+static int check_overrides(const cmb_cli *cli, const cmb_scenario *const *scn, size_t n_scn, char *err,
+                           size_t errlen)
+{
+    for (size_t k = 0; k < cli->n_overrides; k++) {
+        int known = 0;
+        for (size_t i = 0; i < n_scn && !known; i++)
+            known = cmb_param_spec_find(scn[i], cli->overrides[k].name) != NULL;
+        if (!known) {
+            snprintf(err, errlen, "no selected scenario has a parameter '%s' (cumembench --list shows them)",
+                     cli->overrides[k].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const cmb_allocator_methods *methods_of(const cmb_alloc_spec *a, char *err, size_t errlen)
+{
+    const cmb_allocator_methods *m = NULL;
+    if (a->entry)
+        return a->entry->methods;
+    if (cmb_external_load(a->external_path, &m, err, errlen))
+        return NULL;
+    return m;
+}
+
+/* --- the plan --------------------------------------------------------------------------------- */
+
+uint64_t cmb_plan_capacity(const cmb_cli *cli, cmb_mode mode)
+{
+    if (mode == CMB_MODE_SIM && !cli->capacity)
+        return CMB_DEFAULT_SIM_CAPACITY;
+    return cli->capacity;
+}
+
+static cmb_planned_case *plan_add(cmb_plan *p)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        cmb_planned_case *grown = realloc(p->cases, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        p->cases = grown;
+        p->cap = cap;
+    }
+    cmb_planned_case *pc = &p->cases[p->n++];
+    memset(pc, 0, sizeof *pc);
+    return pc;
+}
+
+void cmb_plan_free(cmb_plan *p)
+{
+    free(p->cases);
+    memset(p, 0, sizeof *p);
+}
+
+static const char *skip_reason(const cmb_case_spec *cs, const cmb_allocator_methods *m)
+{
+    if (cs->alloc.unavailable[0])
+        return cs->alloc.unavailable; /* a real: allocator whose plug-in or library is missing */
+    if (cs->mode == CMB_MODE_SIM) {
+        if (cs->scenario->flags & CMB_SCN_NEEDS_GPU)
+            return "needs a GPU: this scenario measures GPU work with nothing to simulate";
+        const char *why = cmb_allocator_sim_skip_reason(m);
+        if (why)
+            return why;
+        if (cs->alloc.has_upstream && cs->alloc.upstream != CMB_UPSTREAM_SIM)
+            return "needs a GPU: its upstream is a real device";
+    } else if (cs->alloc.has_upstream && cs->alloc.upstream == CMB_UPSTREAM_SIM) {
+        return NULL; /* a sim upstream on a GPU machine is allowed */
+    }
+    if ((m->flags & CMB_ALLOC_NEEDS_VMM) && cs->alloc.has_upstream && cs->alloc.upstream == CMB_UPSTREAM_CUDA)
+        return "needs virtual memory management (@vmm or @sim), not plain cudaMalloc";
+    return NULL;
+}
+
+/* A case's memory timeline: where the scenario asks for one (or --timeline
+ * on), into OUT/timelines. */
+static void plan_timeline(cmb_case_spec *cs, const cmb_cli *cli, const cmb_plan_setting *set)
+{
+    int on = cli->timeline < 0 ? (cs->scenario->flags & CMB_SCN_TIMELINE) != 0 : cli->timeline;
+    if (on && set->out_dir)
+        snprintf(cs->timeline_dir, sizeof cs->timeline_dir, "%s/timelines", set->out_dir);
+    cs->timeline_points = cli->timeline_points ? cli->timeline_points : CMB_TIMELINE_DEFAULT_POINTS;
+}
+
+/* The case of one scenario, parameter set and allocator: its spec, and
+ * whether and why it is skipped. -1: the combination is invalid. */
+static int plan_case(cmb_planned_case *pc, const cmb_cli *cli, const cmb_plan_setting *set,
+                     const cmb_case_spec *proto, const cmb_allocator_methods *m, char *err, size_t errlen)
+{
+    cmb_case_spec *cs = &pc->spec;
+    cmb_case_spec_copy(cs, proto);
+    cs->mode = set->mode;
+    cs->seed = cli->seed;
+    cs->device = cli->device;
+    cs->capacity = set->capacity;
+    cs->repetitions = cli->repetitions;
+    cs->fault = cli->fault;
+    if (cli->record_trace)
+        snprintf(cs->record_trace, sizeof cs->record_trace, "%s", cli->record_trace);
+    plan_timeline(cs, cli, set);
+    if (cmb_case_spec_make_name(cs, err, errlen))
+        return -1;
+    pc->methods = m;
+    const char *why = skip_reason(cs, m);
+    int chk = why ? 1 : cmb_case_check(cs, set->check_capacity, pc->reason, sizeof pc->reason);
+    if (chk < 0) {
+        snprintf(err, errlen, "%s", pc->reason);
+        return -1;
+    }
+    if (why)
+        snprintf(pc->reason, sizeof pc->reason, "%s", why);
+    pc->skip = chk != 0;
+    return 0;
+}
+
+/* The cases of one scenario: every parameter set under every allocator. */
+static int plan_scenario(cmb_plan *p, const cmb_cli *cli, const cmb_plan_setting *set, const cmb_scenario *scn,
+                         const cmb_alloc_spec *allocs, const cmb_allocator_methods *const *methods, size_t n_alloc,
+                         char *err, size_t errlen)
+{
+    cmb_param_set *sets;
+    size_t n_sets;
+    cmb_case_spec *proto = calloc(1, sizeof *proto);
+    int rc = -1;
+    if (!proto || cmb_params_expand(scn, cli->preset, cli->overrides, cli->n_overrides, &sets, &n_sets, err, errlen)) {
+        free(proto);
+        return -1;
+    }
+    proto->scenario = scn;
+    for (size_t k = 0; k < n_sets; k++) {
+        proto->params = sets[k];
+        for (size_t a = 0; a < n_alloc; a++) {
+            cmb_planned_case *pc = plan_add(p);
+            if (!pc) {
+                snprintf(err, errlen, "host out of memory planning cases");
+                goto out;
+            }
+            cmb_alloc_spec_copy(&proto->alloc, &allocs[a]);
+            if (plan_case(pc, cli, set, proto, methods[a], err, errlen))
+                goto out;
+            p->n_skipped += pc->skip;
+        }
+    }
+    rc = 0;
+out:
+    free(sets);
+    free(proto);
+    return rc;
+}
+
+int cmb_plan_build(const cmb_cli *cli, const cmb_plan_setting *set, cmb_plan *p, char *err, size_t errlen)
+{
+    const cmb_scenario *scn[MAX_SELECTED];
+    const cmb_allocator_methods *methods[MAX_SELECTED];
+    size_t n_scn, n_alloc;
+    int rc = -1;
+    cmb_alloc_spec *allocs = calloc(MAX_SELECTED, sizeof *allocs); /* owned here: the cases copy them */
+    memset(p, 0, sizeof *p);
+    if (!allocs) {
+        snprintf(err, errlen, "host out of memory planning cases");
+        return -1;
+    }
+    if (select_scenarios(cli, scn, &n_scn, err, errlen) || select_allocators(cli, allocs, &n_alloc, err, errlen) ||
+        check_overrides(cli, scn, n_scn, err, errlen))
+        goto out;
+    for (size_t a = 0; a < n_alloc; a++)
+        if (!(methods[a] = methods_of(&allocs[a], err, errlen)))
+            goto out;
+    for (size_t s = 0; s < n_scn; s++)
+        if (plan_scenario(p, cli, set, scn[s], allocs, methods, n_alloc, err, errlen))
+            goto out;
+    rc = 0;
+out:
+    free(allocs);
+    return rc;
+}
+
+/* --- what the user is told ---------------------------------------------------------------------- */
+
+void cmb_plan_print_skipped(const cmb_plan *p, FILE *f)
+{
+    if (!p->n_skipped)
+        return;
+    /* one line per distinct allocator skipped for a reason of its own */
+    for (size_t i = 0; i < p->n; i++) {
+        const cmb_planned_case *pc = &p->cases[i];
+        if (!pc->skip)
+            continue;
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = p->cases[j].skip && !strcmp(p->cases[j].spec.alloc.text, pc->spec.alloc.text) &&
+                   !strcmp(p->cases[j].reason, pc->reason);
+        if (!seen && (pc->spec.alloc.unavailable[0] ||
+                      (strstr(pc->reason, "needs a GPU") && !(pc->spec.scenario->flags & CMB_SCN_NEEDS_GPU))))
+            fprintf(f, "cumembench: skipping allocator %s: %s\n", pc->spec.alloc.text, pc->reason);
+    }
+}
+
