@@ -88,7 +88,8 @@ class Schema(unittest.TestCase):
 
     def test_a_name_too_long_is_refused(self):
         out = os.path.join(self.tmp, "long")
-        p = run(out, "torch-caching:max_split_size_mb=" + "1" * 450)
+        # a text option: its value is checked at create, so the name is what is refused
+        p = run(out, "torch-caching:roundup_power2_divisions=" + "1" * 450)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("case name of", p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
