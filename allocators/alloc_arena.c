@@ -495,17 +495,28 @@ int _cmb_arena_walk(const void *state, cmb_walk *w)
 static cmb_status arena_destroy(void *state);
 static const cmb_so_hooks arena_table_hooks; /* below, beside arena_destroy */
 
+/* arena_memory_resource(upstream, arena_size) and detail/arena.hpp's
+ * superblock::minimum_size (1 MiB) and maximum_size (1 TiB). */
+static const cmb_option_decl arena_options[] = {
+    CMB_OPTION("arena_size", CMB_OPT_SIZE, "(half the free memory)", "0", NULL, "B",
+     "the one upstream allocation the arena lives in (RMM's global_arena default_size: free / 2)"),
+    CMB_OPTION("superblock_size", CMB_OPT_SIZE, "1MiB", "4KiB", "1TiB", "B",
+     "superblock::minimum_size: the smallest superblock, and the size above which requests skip the "
+     "per-stream arenas; a multiple of 256"),
+    CMB_OPTION("size_classes", CMB_OPT_BOOL, "false", NULL, NULL, NULL,
+     "round requests to RMM's 116 size classes (RMM_ARENA_USE_SIZE_CLASSES) instead of to 256 B"),
+    CMB_OPTION_END};
+
 static cmb_status read_options(arena_mr *a, const cmb_config *cfg)
 {
-    cmb_option_reader r;
-    int has_size = cmb_config_get(cfg, "arena_size") != NULL;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    uint64_t size = cmb_options_size(&r, "arena_size", 0);
-    a->sb_min = cmb_options_size(&r, "superblock_size", SUPERBLOCK_MIN);
-    a->use_size_classes = cmb_options_bool(&r, "size_classes", 0);
-    cmb_status st = cmb_options_end(&r, "arena");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "arena", arena_options, cfg);
     if (st != CMB_OK)
         return st;
+    int has_size = cmb_opt_given(&o, "arena_size");
+    uint64_t size = cmb_opt_size(&o, "arena_size");
+    a->sb_min = cmb_opt_size(&o, "superblock_size");
+    a->use_size_classes = cmb_opt_bool(&o, "size_classes");
     if (a->sb_min < 4096 || a->sb_min % ARENA_ALIGN || a->sb_min > SUPERBLOCK_MAX) {
         snprintf(cfg->error, cfg->error_len, "arena: superblock_size must be a multiple of 256 B, "
                                              "from 4KiB to 1TiB");
@@ -742,4 +753,5 @@ const cmb_allocator_methods cmb_arena_methods = {
     .stats = arena_stats,
     .destroy = arena_destroy,
     .last_error = arena_last_error,
+    .options = arena_options,
 };

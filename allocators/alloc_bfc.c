@@ -23,7 +23,14 @@
  *    grow it); without it one region of the whole memory limit. Never more
  *    than memory_limit in all. When the upstream refuses, the region size
  *    backs off by x0.9 (rounded up to 256 B) until it would be smaller than
- *    the request;
+ *    the request ("backpedal"). Which failures backpedal is the `backpedal`
+ *    option: `once` (the default) only the first in the allocator's life,
+ *    later ones fail at once, as TensorFlow up to 2.13 does
+ *    (tensorflow/tsl/framework/bfc_allocator.cc, started_backpedal_: "Only
+ *    backpedal once"); `always` every one, as TensorFlow's later tsl
+ *    (third_party/xla/third_party/tsl/tsl/framework/bfc_allocator.cc) and
+ *    XLA/JAX (xla/tsl/framework/bfc_allocator.cc) do. Both step down by at
+ *    least 256 B, as XLA now does, so a small region cannot loop forever;
  *  - still nothing: with garbage_collection (TF's GPU default) every region
  *    with no chunk in use is returned to the upstream and Extend() tried once
  *    more (counted as an oom_retry); then CMB_ERR_OOM.
@@ -129,6 +136,8 @@ typedef struct bfc {
     int64_t max_internal_frag;
     int allow_growth;
     int garbage_collection;
+    int backpedal_always;       /* backpedal=always                         */
+    int started_backpedal;      /* started_backpedal_: once has been used   */
     cmb_alloc_stats st;
     char err[256];
     CMB_DEBUG_ONLY(uint64_t ops;)
@@ -289,6 +298,10 @@ static cmb_status extend(bfc *a, uint64_t rounded)
     uint64_t bytes = a->curr_region_bytes < available ? a->curr_region_bytes : available;
     void *mem = NULL;
     cmb_status st = cmb_up_alloc(a->up, bytes, NULL, &mem);
+    if (st == CMB_ERR_OOM && !a->backpedal_always && a->started_backpedal)
+        return CMB_ERR_OOM; /* TF <= 2.13 backpedals once per allocator */
+    if (st == CMB_ERR_OOM)
+        a->started_backpedal = 1;
     while (st == CMB_ERR_OOM) {
         /* TF multiplies in float; keep its rounding */
         uint64_t back = round_bytes((uint64_t)((float)bytes * BFC_BACKPEDAL_FACTOR));
@@ -579,24 +592,43 @@ static cmb_status memory_limit_of(cmb_upstream *up, uint64_t limit, double fract
     return CMB_OK;
 }
 
+/* GPUBFCAllocator::Options and GPUOptions (tensorflow/core/protobuf/config.proto):
+ * allow_growth false in TF (true here: "bfc" is TF with TF_FORCE_GPU_ALLOW_GROWTH;
+ * "bfc-prealloc" is TF's default), garbage_collection true
+ * (TF_ENABLE_GPU_GARBAGE_COLLECTION), per_process_gpu_memory_fraction 0,
+ * fragmentation_fraction 0 (128 MiB cap). */
+static const cmb_option_decl bfc_options[] = {
+    CMB_OPTION("allow_growth", CMB_OPT_BOOL, "true", NULL, NULL, NULL,
+     "regions start at 2 MiB and double (allow_growth); false: one region of the whole memory limit"),
+    CMB_OPTION("garbage_collection", CMB_OPT_BOOL, "true", NULL, NULL, NULL,
+     "on out of memory, return regions with no chunk in use and extend once more"),
+    CMB_OPTION("memory_limit", CMB_OPT_SIZE, "(free - min_system_memory)", "0", NULL, "B",
+     "the allocator's total memory (TF's memory_limit of a virtual device); 0: the rule"),
+    CMB_OPTION_EX("memory_fraction", CMB_OPT_REAL, "0", "0", NULL, "fraction of total memory",
+     "per_process_gpu_memory_fraction: the limit as a share of total memory; 0: the rule", NULL, 0,
+     "memory_limit"),
+    CMB_OPTION("min_system_memory", CMB_OPT_SIZE, "(225MiB below 2GiB free, else 1800MiB)", "0", NULL, "B",
+     "memory left to the system by the default limit (TF_DEVICE_MIN_SYS_MEMORY_IN_MB)"),
+    CMB_OPTION("fragmentation_fraction", CMB_OPT_REAL, "0", "0", "1", "fraction of the limit",
+     "a chunk is split when the rest is at least this share of the limit; 0: 128 MiB"),
+    CMB_OPTION_EX("backpedal", CMB_OPT_ENUM, "once", NULL, NULL, NULL,
+     "when the upstream refuses a region, back off x0.9: once per allocator (TensorFlow <= 2.13) or always "
+     "(TensorFlow's later tsl, XLA/JAX)", "once|always", 0, NULL),
+    CMB_OPTION_END};
+
 static cmb_status bfc_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    int allow_growth = cmb_options_bool(&r, "allow_growth", 1);
-    int gc = cmb_options_bool(&r, "garbage_collection", 1);
-    uint64_t limit = cmb_options_size(&r, "memory_limit", 0);
-    double fraction = cmb_options_double(&r, "memory_fraction", 0);
-    uint64_t system = cmb_options_size(&r, "min_system_memory", UINT64_MAX);
-    double frag_fraction = cmb_options_double(&r, "fragmentation_fraction", 0);
-    cmb_status st = cmb_options_end(&r, "bfc");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "bfc", bfc_options, cfg);
     if (st != CMB_OK)
         return st;
-    if (fraction < 0 || frag_fraction < 0 || frag_fraction > 1) {
-        snprintf(cfg->error, cfg->error_len,
-                 "bfc: memory_fraction must be >= 0 and fragmentation_fraction in [0, 1]");
-        return CMB_ERR_INVALID;
-    }
+    int allow_growth = cmb_opt_bool(&o, "allow_growth");
+    int gc = cmb_opt_bool(&o, "garbage_collection");
+    uint64_t limit = cmb_opt_size(&o, "memory_limit");
+    double fraction = cmb_opt_real(&o, "memory_fraction");
+    uint64_t system = cmb_opt_given(&o, "min_system_memory") ? cmb_opt_size(&o, "min_system_memory") : UINT64_MAX;
+    double frag_fraction = cmb_opt_real(&o, "fragmentation_fraction");
+    int backpedal_always = !strcmp(cmb_opt_str(&o, "backpedal"), "always");
     if (!up)
         return CMB_ERR_INVALID;
 
@@ -621,6 +653,7 @@ static cmb_status bfc_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     a->memory_limit = memory_limit;
     a->allow_growth = allow_growth;
     a->garbage_collection = gc;
+    a->backpedal_always = backpedal_always;
     a->curr_region_bytes = round_bytes(allow_growth && memory_limit > BFC_INITIAL_REGION ? BFC_INITIAL_REGION
                                                                                           : memory_limit);
     if (!a->curr_region_bytes)
@@ -643,4 +676,5 @@ const cmb_allocator_methods cmb_bfc_methods = {
     .stats = bfc_stats,
     .destroy = bfc_destroy,
     .last_error = bfc_last_error,
+    .options = bfc_options,
 };

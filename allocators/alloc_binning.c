@@ -45,13 +45,10 @@
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
 #define BIN_ALIGN 256u
-/* default_blocks_to_preallocate = 128 (fixed_size_memory_resource.hpp) */
-#define BIN_DEFAULT_BLOCKS 128u
-/* binning_memory_resource(pool, 18, 22) (benchmarks/random_allocations/random_allocations.cpp) */
-#define BIN_DEFAULT_MIN_EXP 18u
-#define BIN_DEFAULT_MAX_EXP 22u
-/* largest bin exponent accepted here (RMM computes 1 << e in an int, so 30 there) */
-#define BIN_MAX_EXP 40u
+/* defaults, in binning_options below:
+ *   default_blocks_to_preallocate = 128 (fixed_size_memory_resource.hpp)
+ *   binning_memory_resource(pool, 18, 22) (benchmarks/random_allocations/random_allocations.cpp)
+ * max_bin_exp <= 40 here; RMM computes 1 << e in an int, so 30 there. */
 
 extern const cmb_allocator_methods cmb_rmm_pool_methods;
 
@@ -318,26 +315,31 @@ static cmb_status create_pool(binning *b, const cmb_config *cfg)
     return b->pool_m->create(&pcfg, b->up, &b->pool);
 }
 
+extern const cmb_option_decl _cmb_rmm_pool_options[];
+
+/* The bins' own options, then the pool's (alloc_rmm_pool.c), which travel
+ * to it unchanged. min_bin_exp > max_bin_exp means no bins. */
+static const cmb_option_decl binning_options[] = {
+    CMB_OPTION("min_bin_exp", CMB_OPT_INT, "18", "0", "41", NULL,
+     "smallest bin 2^N bytes (RMM's usual binning_memory_resource(pool, 18, 22)); above max_bin_exp: no bins"),
+    CMB_OPTION("max_bin_exp", CMB_OPT_INT, "22", "0", "40", NULL, "largest bin 2^N bytes"),
+    CMB_OPTION("blocks_to_preallocate", CMB_OPT_INT, "128", "1", "1048576", "blocks",
+     "blocks per chunk a bin takes from the pool (fixed_size_memory_resource's default_blocks_to_preallocate)"),
+    CMB_OPTION("initial_pool_size", CMB_OPT_SIZE, "(50% of free memory)", "0", NULL, "B",
+     "the pool behind the bins: bytes at creation, a multiple of 256 (as rmm-pool)"),
+    CMB_OPTION_EX("maximum_pool_size", CMB_OPT_SIZE, "(none)", "0", "max", "B",
+     "the pool behind the bins: its maximum, a multiple of 256; 0 or max: none", NULL, CMB_OPT_MAX_OK, NULL),
+    CMB_OPTION_END};
+
 static cmb_status read_options(binning *b, const cmb_config *cfg, unsigned *min_exp, unsigned *max_exp)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    *min_exp = (unsigned)cmb_options_u64(&r, "min_bin_exp", BIN_DEFAULT_MIN_EXP);
-    *max_exp = (unsigned)cmb_options_u64(&r, "max_bin_exp", BIN_DEFAULT_MAX_EXP);
-    b->blocks_per_chunk = cmb_options_u64(&r, "blocks_to_preallocate", BIN_DEFAULT_BLOCKS);
-    cmb_options_size(&r, "initial_pool_size", 0); /* read by the pool */
-    cmb_options_size(&r, "maximum_pool_size", 0);
-    cmb_status st = cmb_options_end(&r, "binning");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "binning", binning_options, cfg);
     if (st != CMB_OK)
         return st;
-    if (*max_exp > BIN_MAX_EXP || *min_exp > BIN_MAX_EXP + 1 || !b->blocks_per_chunk ||
-        b->blocks_per_chunk > 1u << 20) {
-        snprintf(cfg->error, cfg->error_len,
-                 "binning: need min_bin_exp and max_bin_exp <= %u (min > max: no bins) and "
-                 "blocks_to_preallocate in 1..1048576",
-                 BIN_MAX_EXP);
-        return CMB_ERR_INVALID;
-    }
+    *min_exp = (unsigned)cmb_opt_int(&o, "min_bin_exp");
+    *max_exp = (unsigned)cmb_opt_int(&o, "max_bin_exp");
+    b->blocks_per_chunk = (uint64_t)cmb_opt_int(&o, "blocks_to_preallocate");
     return CMB_OK;
 }
 
@@ -525,4 +527,5 @@ const cmb_allocator_methods cmb_binning_methods = {
     .stats = binning_stats,
     .destroy = binning_destroy,
     .last_error = binning_last_error,
+    .options = binning_options,
 };

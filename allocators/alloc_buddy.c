@@ -421,15 +421,23 @@ static cmb_status pool_size_of(cmb_upstream *up, uint64_t pool_size, double frac
     return CMB_OK;
 }
 
+/* The pool: BUDDY_MAX_POOL and BUDDY_DEFAULT_FRACTION above. */
+static const cmb_option_decl buddy_options[] = {
+    CMB_OPTION_EX("pool_size", CMB_OPT_SIZE, "(largest power of two <= fraction x free)", "512B", "256TiB", "B",
+     "the one power-of-two reservation the buddy system splits", NULL, CMB_OPT_POW2, NULL),
+    CMB_OPTION_EX("fraction", CMB_OPT_REAL, "0.95", "0", "1", "share of free memory, above 0",
+     "the pool is the largest power of two not above this share of the free memory (this suite's choice)", NULL,
+     0, "pool_size"),
+    CMB_OPTION_END};
+
 static cmb_status buddy_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    uint64_t pool_size = cmb_options_size(&r, "pool_size", 0);
-    double fraction = cmb_options_double(&r, "fraction", BUDDY_DEFAULT_FRACTION);
-    cmb_status st = cmb_options_end(&r, "buddy");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "buddy", buddy_options, cfg);
     if (st != CMB_OK)
         return st;
+    uint64_t pool_size = cmb_opt_size(&o, "pool_size");
+    double fraction = cmb_opt_real(&o, "fraction");
     if (!(fraction > 0 && fraction <= 1)) {
         snprintf(cfg->error, cfg->error_len, "buddy: fraction must be in (0, 1]");
         return CMB_ERR_INVALID;
@@ -469,4 +477,5 @@ const cmb_allocator_methods cmb_buddy_methods = {
     .stats = buddy_stats,
     .destroy = buddy_destroy,
     .last_error = buddy_last_error,
+    .options = buddy_options,
 };

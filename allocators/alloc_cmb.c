@@ -1357,17 +1357,31 @@ static inline void validate(cmbx *a)
 
 /* --- options and the table ------------------------------------------------------------------ */
 
+/* The defaults above (CMB_SLACK_DEFAULT, CMB_SMALL_MAX_DEFAULT, as text);
+ * bounds as create() checks them (page also against
+ * the upstream's granularity, known only there). */
+static const cmb_option_decl cmb_options_decl[] = {
+    CMB_OPTION("slack", CMB_OPT_REAL, "0.005", "0", "1", "share of the peak need",
+               "the budget of mapped pages is (1 + slack) x the peak pages live blocks touch"),
+    CMB_OPTION("small_max", CMB_OPT_SIZE, "1MiB", "0", "1TiB", "B",
+               "requests up to this size go to the small heap (and the fast bins)"),
+    CMB_OPTION("fast_bins", CMB_OPT_BOOL, "true", NULL, NULL, NULL,
+               "per-stream bins of recently freed small blocks of one size"),
+    CMB_OPTION_EX("page", CMB_OPT_SIZE, "(the upstream's granularity)", "0", "16GiB", "B",
+                  "the unit mapped per upstream call: a power of two from the granularity to 16 GiB", NULL,
+                  CMB_OPT_POW2, NULL),
+    CMB_OPTION_END};
+
 static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    double slack = cmb_options_double(&r, "slack", CMB_SLACK_DEFAULT);
-    uint64_t small_max = cmb_options_size(&r, "small_max", CMB_SMALL_MAX_DEFAULT);
-    int bins = cmb_options_bool(&r, "fast_bins", 1);
-    uint64_t page = cmb_options_size(&r, "page", 0);
-    cmb_status st = cmb_options_end(&r, "cmb");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "cmb", cmb_options_decl, cfg);
     if (st != CMB_OK)
         return st;
+    double slack = cmb_opt_real(&o, "slack");
+    uint64_t small_max = cmb_opt_size(&o, "small_max");
+    int bins = cmb_opt_bool(&o, "fast_bins");
+    uint64_t page = cmb_opt_size(&o, "page");
     if (!(slack >= 0 && slack <= 1)) {
         snprintf(cfg->error, cfg->error_len, "cmb: slack must be in [0, 1] (a share of the peak need)");
         return CMB_ERR_INVALID;
@@ -1435,4 +1449,5 @@ const cmb_allocator_methods cmb_cmb_methods = {
     .stats = cmb_stats,
     .destroy = cmb_destroy,
     .last_error = cmb_last_error,
+    .options = cmb_options_decl,
 };

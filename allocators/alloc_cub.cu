@@ -75,19 +75,27 @@ cmb_status note(cub_alloc *a, const char *what, cudaError_t e)
     return CMB_ERR_CUDA;
 }
 
+/* Defaults of CUB's default constructor (cub/util_allocator.cuh, CCCL 2.x):
+ * bin_growth 8, min_bin 3, max_bin 7, max_cached_bytes (8^7 * 3) - 1. */
+const cmb_option_decl cub_options[] = {
+    CMB_OPTION("bin_growth", CMB_OPT_INT, "8", "2", NULL, NULL, "geometric growth factor of the bin sizes"),
+    CMB_OPTION("min_bin", CMB_OPT_INT, "3", "0", "30", NULL, "smallest bin: bin_growth^min_bin bytes"),
+    CMB_OPTION("max_bin", CMB_OPT_INT, "7", "0", "30", NULL, "largest bin: bin_growth^max_bin bytes; larger requests are not cached"),
+    CMB_OPTION_EX("max_cached_bytes", CMB_OPT_SIZE, "(3 x the largest bin - 1)", "0", "max", "B",
+     "free bytes the cache may hold; 0 is CUB's default rule, max no limit", NULL, CMB_OPT_MAX_OK, NULL),
+    CMB_OPTION_END};
+
 cmb_status cub_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
     (void)up;
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    /* Defaults of CUB's default constructor (cub/util_allocator.cuh). */
-    uint64_t growth = cmb_options_u64(&r, "bin_growth", 8);
-    uint64_t min_bin = cmb_options_u64(&r, "min_bin", 3);
-    uint64_t max_bin = cmb_options_u64(&r, "max_bin", 7);
-    uint64_t max_cached = cmb_options_size(&r, "max_cached_bytes", 0);
-    cmb_status st = cmb_options_end(&r, "cub");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "cub", cub_options, cfg);
     if (st != CMB_OK)
         return st;
+    uint64_t growth = (uint64_t)cmb_opt_int(&o, "bin_growth");
+    uint64_t min_bin = (uint64_t)cmb_opt_int(&o, "min_bin");
+    uint64_t max_bin = (uint64_t)cmb_opt_int(&o, "max_bin");
+    uint64_t max_cached = cmb_opt_size(&o, "max_cached_bytes");
     if (growth < 2 || min_bin > max_bin || max_bin > 30) {
         std::snprintf(cfg->error, cfg->error_len,
                       "cub: need bin_growth >= 2 and min_bin <= max_bin <= 30");
@@ -207,4 +215,5 @@ extern "C" const cmb_allocator_methods cmb_cub_methods = {
     cub_stats,
     cub_destroy,
     cub_last_error,
+    cub_options,
 };

@@ -17,11 +17,13 @@ typedef struct cuda_alloc {
     cmb_alloc_stats st;
 } cuda_alloc;
 
+/* cudaMalloc takes no options. */
+static const cmb_option_decl cuda_options[] = {CMB_OPTION_END};
+
 static cmb_status cuda_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    cmb_status st = cmb_options_end(&r, "cuda");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "cuda", cuda_options, cfg);
     if (st != CMB_OK)
         return st;
     if (!up)
@@ -90,4 +92,5 @@ const cmb_allocator_methods cmb_cuda_methods = {
     .trim = NULL,
     .stats = cuda_stats,
     .destroy = cuda_destroy,
+    .options = cuda_options,
 };

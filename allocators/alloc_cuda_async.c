@@ -91,23 +91,31 @@ static cmb_status configure_pool(async_alloc *a, uint64_t threshold, int follow,
     return st;
 }
 
+/* Defaults: CUDA's own for the device's default pool (release threshold 0,
+ * every reuse policy on: cudaMemPoolAttr* in the CUDA Runtime API). */
+static const cmb_option_decl async_options[] = {
+    CMB_OPTION_EX("pool", CMB_OPT_ENUM, "default", NULL, NULL, NULL,
+     "default: the device's default pool; own: a pool of its own (cudaMemPoolCreate)", "default|own", 0, NULL),
+    CMB_OPTION_EX("release_threshold", CMB_OPT_SIZE, "0", "0", "max", "B",
+     "cudaMemPoolAttrReleaseThreshold: bytes the pool keeps at a synchronization; max keeps everything", NULL,
+     CMB_OPT_MAX_OK, NULL),
+    CMB_OPTION("reuse_follow_event_deps", CMB_OPT_BOOL, "true", NULL, NULL, NULL, "cudaMemPoolReuseFollowEventDependencies"),
+    CMB_OPTION("reuse_opportunistic", CMB_OPT_BOOL, "true", NULL, NULL, NULL, "cudaMemPoolReuseAllowOpportunistic"),
+    CMB_OPTION("reuse_internal_deps", CMB_OPT_BOOL, "true", NULL, NULL, NULL, "cudaMemPoolReuseAllowInternalDependencies"),
+    CMB_OPTION_END};
+
 static cmb_status async_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
+    cmb_options o;
     (void)up;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    const char *pool = cmb_options_str(&r, "pool", "default");
-    uint64_t threshold = cmb_options_size(&r, "release_threshold", 0);
-    int follow = cmb_options_bool(&r, "reuse_follow_event_deps", 1);
-    int opportunistic = cmb_options_bool(&r, "reuse_opportunistic", 1);
-    int internal = cmb_options_bool(&r, "reuse_internal_deps", 1);
-    cmb_status st = cmb_options_end(&r, "cuda-async");
+    cmb_status st = cmb_options_read(&o, "cuda-async", async_options, cfg);
     if (st != CMB_OK)
         return st;
-    if (strcmp(pool, "default") && strcmp(pool, "own")) {
-        snprintf(cfg->error, cfg->error_len, "option pool=%s: expected default or own", pool);
-        return CMB_ERR_INVALID;
-    }
+    const char *pool = cmb_opt_str(&o, "pool");
+    uint64_t threshold = cmb_opt_size(&o, "release_threshold");
+    int follow = cmb_opt_bool(&o, "reuse_follow_event_deps");
+    int opportunistic = cmb_opt_bool(&o, "reuse_opportunistic");
+    int internal = cmb_opt_bool(&o, "reuse_internal_deps");
     async_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return CMB_ERR_HOST_NOMEM;
@@ -227,4 +235,5 @@ const cmb_allocator_methods cmb_cuda_async_methods = {
     .stats = async_stats,
     .destroy = async_destroy,
     .last_error = async_last_error,
+    .options = async_options,
 };

@@ -15,8 +15,12 @@
  *    gc.collect() (nothing to collect here), free_all_blocks() and a last
  *    retry. Each retry counts as an oom_retry;
  *  - the optional pool limit (set_limit / CUPY_GPU_MEMORY_LIMIT) is checked
- *    against the bytes taken from the upstream, cached ones included, BEFORE
- *    any release: over the limit is an immediate out-of-memory error;
+ *    against the bytes taken from the upstream, cached ones included, before
+ *    the cudaMalloc. Over it, the pool releases the same way: free_all_blocks()
+ *    and check again, then gc.collect() + free_all_blocks() and check a last
+ *    time (each an oom_retry), then out of memory. This is CuPy 14's
+ *    _try_malloc (cupy/cuda/memory.pyx, _try_block_total_bytes); earlier
+ *    releases raised OutOfMemoryError at the first check, cache or not;
  *  - free() merges the chunk with its next and previous neighbours when they
  *    are free (in the same arena, since split chunks inherit the stream);
  *  - free_all_blocks() (= trim) releases only free chunks that are not split,
@@ -51,8 +55,8 @@
 /* ALLOCATION_UNIT_SIZE = 512 (cupy/cuda/memory.pyx) */
 #define CUPY_ALLOCATION_UNIT 512ull
 /* _try_malloc tries cudaMalloc three times: free_all_blocks() before the
- * second, gc.collect() + free_all_blocks() before the third
- * (cupy/cuda/memory.pyx) */
+ * second, gc.collect() + free_all_blocks() before the third; the limit
+ * check the same, in CuPy 14 (cupy/cuda/memory.pyx) */
 #define CUPY_MALLOC_RETRIES 2
 
 /* --- data ------------------------------------------------------------------ */
@@ -267,15 +271,28 @@ static cupy_chunk *get_chunk(cupy *a, cupy_arena *ar, uint64_t rounded, cupy_chu
     return c;
 }
 
+/* Within the limit, releasing cached chunks as CuPy does (see above). */
+static cmb_status make_room(cupy *a, uint64_t rounded)
+{
+    for (int retry = 0; a->limit && a->total_bytes + rounded > a->limit; retry++) {
+        if (retry == CUPY_MALLOC_RETRIES) {
+            snprintf(a->err, sizeof a->err,
+                     "cupy: out of memory allocating %llu B (allocated so far: %llu B, limit set to: %llu B)",
+                     (unsigned long long)rounded, (unsigned long long)a->total_bytes, (unsigned long long)a->limit);
+            return CMB_ERR_OOM;
+        }
+        free_all_blocks(a);
+        a->st.oom_retries++;
+    }
+    return CMB_OK;
+}
+
 /* _try_malloc(): a new whole chunk from the upstream. */
 static cmb_status try_malloc(cupy *a, cupy_arena *ar, uint64_t rounded, cupy_chunk *c)
 {
-    if (a->limit && a->total_bytes + rounded > a->limit) {
-        snprintf(a->err, sizeof a->err,
-                 "cupy: out of memory allocating %llu B (allocated so far: %llu B, limit set to: %llu B)",
-                 (unsigned long long)rounded, (unsigned long long)a->total_bytes, (unsigned long long)a->limit);
-        return CMB_ERR_OOM;
-    }
+    cmb_status limit_ok = make_room(a, rounded);
+    if (limit_ok != CMB_OK)
+        return limit_ok;
     a->total_bytes += rounded;
     void *p = NULL;
     cmb_status st = cmb_up_alloc(a->up, rounded, ar->stream, &p);
@@ -436,20 +453,23 @@ static const char *cupy_last_error(void *state)
     return a->err[0] ? a->err : NULL;
 }
 
+/* MemoryPool.set_limit(size=None, fraction=None) (cupy/cuda/memory.pyx):
+ * both 0 by default (no limit), never both given. */
+static const cmb_option_decl cupy_options[] = {
+    CMB_OPTION("limit", CMB_OPT_SIZE, "0", "0", NULL, "B",
+     "set_limit(size=...): bytes the pool may hold from the upstream, cached ones included; 0: no limit"),
+    CMB_OPTION_EX("limit_fraction", CMB_OPT_REAL, "0", "0", "1", "fraction of total memory",
+     "set_limit(fraction=...): the limit as a share of the device's total memory; 0: no limit", NULL, 0, "limit"),
+    CMB_OPTION_END};
+
 static cmb_status cupy_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    uint64_t limit = cmb_options_size(&r, "limit", 0);
-    double fraction = cmb_options_double(&r, "limit_fraction", 0);
-    cmb_status st = cmb_options_end(&r, "cupy");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "cupy", cupy_options, cfg);
     if (st != CMB_OK)
         return st;
-    if (fraction < 0 || fraction > 1 || (limit && fraction > 0)) {
-        snprintf(cfg->error, cfg->error_len,
-                 "cupy: limit_fraction must be in [0, 1], and limit and limit_fraction cannot both be set");
-        return CMB_ERR_INVALID;
-    }
+    uint64_t limit = cmb_opt_size(&o, "limit");
+    double fraction = cmb_opt_real(&o, "limit_fraction");
     if (!up)
         return CMB_ERR_INVALID;
     if (fraction > 0) {
@@ -487,4 +507,5 @@ const cmb_allocator_methods cmb_cupy_methods = {
     .stats = cupy_stats,
     .destroy = cupy_destroy,
     .last_error = cupy_last_error,
+    .options = cupy_options,
 };

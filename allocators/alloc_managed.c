@@ -21,16 +21,20 @@ typedef struct managed_alloc {
     char last_error[256];
 } managed_alloc;
 
+static const cmb_option_decl managed_options[] = {
+    CMB_OPTION("headroom", CMB_OPT_SIZE, "256MiB", "0", NULL, "B",
+     "free device memory left alone: the budget is free memory minus this (this suite's choice)"),
+    CMB_OPTION_END};
+
 static cmb_status managed_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 {
-    cmb_option_reader r;
+    cmb_options o;
     size_t free_b = 0, total_b = 0;
     (void)up;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    uint64_t headroom = cmb_options_size(&r, "headroom", 256ull << 20);
-    cmb_status st = cmb_options_end(&r, "managed");
+    cmb_status st = cmb_options_read(&o, "managed", managed_options, cfg);
     if (st != CMB_OK)
         return st;
+    uint64_t headroom = cmb_opt_size(&o, "headroom");
     cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
     if (e != cudaSuccess) {
         _cmb_cuda_note(cfg->error, cfg->error_len, "managed: cudaMemGetInfo", e);
@@ -113,4 +117,5 @@ const cmb_allocator_methods cmb_managed_methods = {
     .stats = managed_stats,
     .destroy = managed_destroy,
     .last_error = managed_last_error,
+    .options = managed_options,
 };

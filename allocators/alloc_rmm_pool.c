@@ -36,9 +36,12 @@
  *    failure halves the attempt down to `size`, once at `size`; then
  *    out of memory. The whole upstream block joins the pool.
  *  - Initial pool: `initial_pool_size`, by default
- *    align_up(min(free, total / 2), 256) from the upstream's memory info
- *    (rmm::percent_of_free_device_memory(50), the size RMM's own benchmarks
- *    and the old default constructor use). No maximum unless given.
+ *    rmm::percent_of_free_device_memory(50) = align_down(free * 0.5, 256)
+ *    from the upstream's memory info (include/rmm/cuda_device.hpp, RMM
+ *    24.02 and later, where pool_memory_resource has no default initial size
+ *    and RMM's docs, tests and benchmarks pass this one; RMM 23.12's default
+ *    constructor took align_up(min(free, total / 2), 256)). No maximum
+ *    unless given.
  *  - Memory is never returned to the upstream before destroy: trim does
  *    nothing, as RMM has no way to shrink a pool.
  *
@@ -68,7 +71,7 @@
 
 /* CUDA_ALLOCATION_ALIGNMENT = 256 B (include/rmm/aligned.hpp) */
 #define POOL_ALIGN 256u
-/* percent_of_free_device_memory(50): initial pool (include/rmm/cuda_device.hpp) */
+/* percent_of_free_device_memory(50): initial pool (include/rmm/cuda_device.hpp, RMM >= 24.02) */
 #define POOL_DEFAULT_PERCENT 50u
 /* no maximum_pool_size: std::nullopt (pool_memory_resource.hpp) */
 #define POOL_NO_MAXIMUM UINT64_MAX
@@ -460,16 +463,26 @@ int _cmb_rmm_pool_walk(const void *state, cmb_walk *w)
 
 static cmb_status pool_destroy(void *state);
 
+/* pool_memory_resource(upstream, initial_pool_size, maximum_pool_size)
+ * (include/rmm/mr/device/pool_memory_resource.hpp); binning's pool reads
+ * the same two. */
+const cmb_option_decl _cmb_rmm_pool_options[] = {
+    CMB_OPTION("initial_pool_size", CMB_OPT_SIZE, "(50% of free memory)", "0", NULL, "B",
+     "bytes taken from the upstream at creation, a multiple of 256; default RMM's "
+     "percent_of_free_device_memory(50); 0 starts empty"),
+    CMB_OPTION_EX("maximum_pool_size", CMB_OPT_SIZE, "(none)", "0", "max", "B",
+     "the pool never grows past this, a multiple of 256; 0 or max: no maximum", NULL, CMB_OPT_MAX_OK, NULL),
+    CMB_OPTION_END};
+
 static cmb_status read_options(const cmb_config *cfg, cmb_upstream *up, uint64_t *initial, uint64_t *maximum)
 {
-    cmb_option_reader r;
-    int has_initial = cmb_config_get(cfg, "initial_pool_size") != NULL;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    *initial = cmb_options_size(&r, "initial_pool_size", 0);
-    *maximum = cmb_options_size(&r, "maximum_pool_size", POOL_NO_MAXIMUM);
-    cmb_status st = cmb_options_end(&r, "rmm-pool");
+    cmb_options o;
+    cmb_status st = cmb_options_read(&o, "rmm-pool", _cmb_rmm_pool_options, cfg);
     if (st != CMB_OK)
         return st;
+    int has_initial = cmb_opt_given(&o, "initial_pool_size");
+    *initial = cmb_opt_size(&o, "initial_pool_size");
+    *maximum = cmb_opt_given(&o, "maximum_pool_size") ? cmb_opt_size(&o, "maximum_pool_size") : POOL_NO_MAXIMUM;
     if (*maximum == 0)
         *maximum = POOL_NO_MAXIMUM;
     if ((has_initial && *initial % POOL_ALIGN) || (*maximum != POOL_NO_MAXIMUM && *maximum % POOL_ALIGN)) {
@@ -485,8 +498,9 @@ static cmb_status read_options(const cmb_config *cfg, cmb_upstream *up, uint64_t
                      cmb_status_str(st));
             return st;
         }
-        uint64_t share = (uint64_t)((double)total_b * (POOL_DEFAULT_PERCENT / 100.0));
-        *initial = align_up(free_b < share ? free_b : share, POOL_ALIGN);
+        /* percent_of_free_device_memory: in double, then aligned down */
+        uint64_t share = (uint64_t)((double)free_b * (POOL_DEFAULT_PERCENT / 100.0));
+        *initial = share / POOL_ALIGN * POOL_ALIGN;
     }
     if (*initial > *maximum) {
         snprintf(cfg->error, cfg->error_len, "rmm-pool: initial pool size exceeds the maximum pool size");
@@ -647,4 +661,5 @@ const cmb_allocator_methods cmb_rmm_pool_methods = {
     .stats = pool_stats,
     .destroy = pool_destroy,
     .last_error = pool_last_error,
+    .options = _cmb_rmm_pool_options,
 };

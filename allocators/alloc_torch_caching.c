@@ -959,40 +959,52 @@ bad:
     return -1;
 }
 
-/* A size given in bytes or, as PyTorch spells it, in MB (the two may not
- * both be given). PyTorch caps MB values at SIZE_MAX / 1 MiB. */
-static int size_or_mb(cmb_option_reader *r, const char *key, const char *key_mb, size_t dflt, size_t *out)
+/* CUDAAllocatorConfig (c10/cuda/CUDAAllocatorConfig.cpp, c10/core/AllocatorConfig.cpp):
+ * max_split_size_mb unlimited, max_non_split_rounding_mb 20 (kLargeBuffer),
+ * both at least 20 MiB; no roundup_power2_divisions; garbage collection
+ * off; no memory fraction. Each size may be given in bytes or, as PyTorch
+ * spells it, in MiB. */
+const cmb_option_decl _cmb_tc_options[] = {
+    CMB_OPTION_EX("max_split_size", CMB_OPT_SIZE, "max", "20MiB", "max", "B",
+     "blocks at least this large are never split (PyTorch's max_split_size_mb)", NULL, CMB_OPT_MAX_OK,
+     "max_split_size_mb"),
+    CMB_OPTION_EX("max_split_size_mb", CMB_OPT_INT, "(none)", "20", NULL, "MiB", "the same in MiB, as PyTorch spells it", NULL,
+     0, "max_split_size"),
+    CMB_OPTION_EX("max_non_split_rounding_size", CMB_OPT_SIZE, "20MiB", "20MiB", "max", "B",
+     "an oversize block serves a request at most this much smaller (max_non_split_rounding_mb)", NULL,
+     CMB_OPT_MAX_OK, "max_non_split_rounding_mb"),
+    CMB_OPTION_EX("max_non_split_rounding_mb", CMB_OPT_INT, "(none)", "20", NULL, "MiB", "the same in MiB, as PyTorch spells it",
+     NULL, 0, "max_non_split_rounding_size"),
+    CMB_OPTION("roundup_power2_divisions", CMB_OPT_STRING, "(none: 512 B rounding)", NULL, NULL, NULL,
+     "N (a power of two) for every interval, or MB=N/MB=N/>=N per interval (PyTorch's [MB:N,...,>:N])"),
+    CMB_OPTION("garbage_collection_threshold", CMB_OPT_REAL, "0", "0", "1", "fraction, below 1",
+     "with a memory fraction: free old cached blocks once this share of it is held; 0: off"),
+    CMB_OPTION("per_process_memory_fraction", CMB_OPT_REAL, "(none: the whole device)", "0", "1", "fraction",
+     "setMemoryFraction: share of the device the allocator may hold"),
+    CMB_OPTION_END};
+
+/* A size given in bytes or in MiB (never both: the declarations exclude
+ * it). PyTorch caps MiB values at SIZE_MAX / 1 MiB. */
+static size_t size_or_mb(const cmb_options *o, const char *key, const char *key_mb)
 {
-    uint64_t bytes = cmb_options_size(r, key, 0);
-    uint64_t mb = cmb_options_u64(r, key_mb, 0);
-    int has_bytes = cmb_config_get(r->cfg, key) != NULL, has_mb = cmb_config_get(r->cfg, key_mb) != NULL;
-    if (has_bytes && has_mb) {
-        snprintf(r->err, r->errlen, "options %s and %s say the same thing: give one", key, key_mb);
-        return -1;
-    }
-    if (has_mb)
-        *out = mb >= SIZE_MAX / TC_MB ? SIZE_MAX : (size_t)mb * TC_MB;
-    else
-        *out = has_bytes ? (size_t)bytes : dflt;
-    return 0;
+    if (!cmb_opt_given(o, key_mb))
+        return (size_t)cmb_opt_size(o, key);
+    uint64_t mb = (uint64_t)cmb_opt_int(o, key_mb);
+    return mb >= SIZE_MAX / TC_MB ? SIZE_MAX : (size_t)mb * TC_MB;
 }
 
 static cmb_status read_options(_cmb_tc_state *st, const cmb_config *cfg, const char *name)
 {
-    cmb_option_reader r;
-    cmb_options_begin(&r, cfg, cfg->error, cfg->error_len);
-    int bad = size_or_mb(&r, "max_split_size", "max_split_size_mb", SIZE_MAX, &st->max_split_size);
-    bad |= size_or_mb(&r, "max_non_split_rounding_size", "max_non_split_rounding_mb", TC_LARGE_BUFFER,
-                      &st->max_non_split_rounding_size);
-    const char *div = cmb_options_str(&r, "roundup_power2_divisions", NULL);
-    double gc = cmb_options_double(&r, "garbage_collection_threshold", 0.0);
-    double fraction = cmb_options_double(&r, "per_process_memory_fraction", -1.0);
-    int has_fraction = cmb_config_get(cfg, "per_process_memory_fraction") != NULL;
-    if (bad)
-        return CMB_ERR_INVALID;
-    cmb_status s = cmb_options_end(&r, name);
+    cmb_options o;
+    cmb_status s = cmb_options_read(&o, name, _cmb_tc_options, cfg);
     if (s != CMB_OK)
         return s;
+    st->max_split_size = size_or_mb(&o, "max_split_size", "max_split_size_mb");
+    st->max_non_split_rounding_size = size_or_mb(&o, "max_non_split_rounding_size", "max_non_split_rounding_mb");
+    const char *div = cmb_opt_str(&o, "roundup_power2_divisions");
+    double gc = cmb_opt_real(&o, "garbage_collection_threshold");
+    double fraction = cmb_opt_real(&o, "per_process_memory_fraction");
+    int has_fraction = cmb_opt_given(&o, "per_process_memory_fraction");
     /* CUDAAllocatorConfig refuses split limits below kLargeBuffer */
     if (st->max_split_size < TC_LARGE_BUFFER || st->max_non_split_rounding_size < TC_LARGE_BUFFER) {
         snprintf(cfg->error, cfg->error_len,
@@ -1144,4 +1156,5 @@ const cmb_allocator_methods cmb_torch_caching_methods = {
     .stats = _cmb_tc_stats,
     .destroy = _cmb_tc_destroy,
     .last_error = _cmb_tc_last_error,
+    .options = _cmb_tc_options,
 };

@@ -393,4 +393,5 @@ const cmb_allocator_methods cmb_torch_expandable_methods = {
     .stats = _cmb_tc_stats,
     .destroy = _cmb_tc_destroy,
     .last_error = _cmb_tc_last_error,
+    .options = _cmb_tc_options,
 };

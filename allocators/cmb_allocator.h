@@ -27,8 +27,12 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of the structs below. */
-#define CMB_ALLOCATOR_ABI_VERSION 1u
+/* Bumped on any incompatible change of the structs below. Version 2 added
+ * `options` at the end of cmb_allocator_methods; a version-1 table is still
+ * loaded (external.c, real.c) and reads as one without option
+ * declarations. */
+#define CMB_ALLOCATOR_ABI_VERSION 2u
+#define CMB_ALLOCATOR_ABI_VERSION_MIN 1u
 
 /* --- statistics: current / peak / total, as mimalloc keeps them --------- */
 
@@ -95,6 +99,62 @@ typedef struct cmb_config {
 /* Look up an option; NULL when absent. */
 const char *cmb_config_get(const cmb_config *cfg, const char *key);
 
+/* --- option declarations ---------------------------------------------------
+ *
+ * Each allocator declares its options in one table, ending with {NULL}:
+ * the suite checks every --allocator spec against it before anything runs
+ * (cmb_allocator_check_options), --list prints it, and create() reads the
+ * values through it (allocators/options.h). A plug-in reads its own with
+ * the header-only checks of cmb_option_check.h.
+ *
+ * Values as written on the command line:
+ *   SIZE    a byte size with a unit: 512B, 64KiB, 2MiB, 1.5GiB, 1TiB (powers
+ *           of 1024; KB/MB/GB and lower-case units are refused as
+ *           ambiguous). A bare number is read in `unit` ("B", "MiB"), or
+ *           refused when `unit` is NULL; 0 needs no unit. "max" (or
+ *           "unlimited") where CMB_OPT_MAX_OK is set.
+ *   REAL    a number; INT a whole number (decimal or 0x hex);
+ *   BOOL    true/false, 1/0, yes/no, on/off;
+ *   ENUM    one of `choices`, '|'-separated ("once|always");
+ *   STRING  any text; the allocator checks it at create.
+ * `min` and `max` are bounds written the same way ("0", "0.95", "20MiB",
+ * "max"), NULL for none; they print as written.
+ */
+typedef enum cmb_option_type {
+    CMB_OPT_SIZE = 1,
+    CMB_OPT_REAL,
+    CMB_OPT_INT,
+    CMB_OPT_BOOL,
+    CMB_OPT_ENUM,
+    CMB_OPT_STRING
+} cmb_option_type;
+
+enum {
+    CMB_OPT_MAX_OK = 1u << 0, /* SIZE: "max"/"unlimited" means no limit (UINT64_MAX) */
+    CMB_OPT_POW2 = 1u << 1    /* SIZE, INT: a power of two (0 allowed where min allows it) */
+};
+
+typedef struct cmb_option_decl {
+    const char *name;
+    cmb_option_type type;
+    const char *dflt;     /* the default as written ("1MiB", "true"), or a rule in
+                             parentheses ("(50% of free memory)") read by create() */
+    const char *min;      /* inclusive bounds, or NULL                          */
+    const char *max;
+    const char *unit;     /* SIZE: the unit of a bare number ("B", "MiB") or NULL;
+                             others: a word for --list ("fraction", "blocks")   */
+    const char *help;     /* one line; says the unit                            */
+    const char *choices;  /* ENUM: "a|b|c"                                      */
+    uint32_t flags;       /* CMB_OPT_*                                          */
+    const char *excludes; /* an option that says the same thing: give one      */
+} cmb_option_decl;
+
+/* Table entries: {name, type, default, min, max, unit, help}, the rest
+ * zero; with choices, flags and an excluded option; the end of a table. */
+#define CMB_OPTION(n, t, d, lo, hi, u, h) {(n), (t), (d), (lo), (hi), (u), (h), NULL, 0u, NULL}
+#define CMB_OPTION_EX(n, t, d, lo, hi, u, h, ch, fl, ex) {(n), (t), (d), (lo), (hi), (u), (h), (ch), (fl), (ex)}
+#define CMB_OPTION_END {NULL, (cmb_option_type)0, NULL, NULL, NULL, NULL, NULL, NULL, 0u, NULL}
+
 /* --- the method table ----------------------------------------------------- */
 
 enum {
@@ -132,6 +192,10 @@ typedef struct cmb_allocator_methods {
 
     /* A message describing the last failure of this instance, or NULL; may be NULL. */
     const char *(*last_error)(void *state);
+
+    /* ABI version 2: the options it takes, ending with {NULL}; NULL when
+     * the allocator does not declare them (it then checks them itself). */
+    const cmb_option_decl *options;
 } cmb_allocator_methods;
 
 /* The entry point a plug-in library exports. It returns NULL when it does

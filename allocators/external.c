@@ -4,14 +4,18 @@
  * The library exports
  *     const cmb_allocator_methods *cmb_plugin_allocator(uint32_t abi_version);
  * (cmb_allocator.h, the only header it needs). The table is checked: the
- * ABI version must match and create/allocate/deallocate/stats/destroy must
- * be present. The plug-in may take memory from the upstream it is given
+ * ABI version must be today's or an older one still read
+ * (CMB_ALLOCATOR_ABI_VERSION_MIN), and create/allocate/deallocate/stats/
+ * destroy must be present. The plug-in may take memory from the upstream it is given
  * (through the function pointers of cmb_upstream.h) or call CUDA itself.
  */
 #include "external.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int cmb_external_load(const char *path, const cmb_allocator_methods **out, char *err, size_t errlen)
 {
@@ -27,13 +31,16 @@ int cmb_external_load(const char *path, const cmb_allocator_methods **out, char 
         return -1;
     }
     const cmb_allocator_methods *m = entry(CMB_ALLOCATOR_ABI_VERSION);
+    for (uint32_t v = CMB_ALLOCATOR_ABI_VERSION; !m && v-- > CMB_ALLOCATOR_ABI_VERSION_MIN;)
+        m = cmb_methods_from_abi(entry(v), v);
     if (!m) {
-        snprintf(err, errlen, "%s does not support allocator ABI version %u", path, CMB_ALLOCATOR_ABI_VERSION);
+        snprintf(err, errlen, "%s does not support allocator ABI version %u (nor %u)", path, CMB_ALLOCATOR_ABI_VERSION,
+                 CMB_ALLOCATOR_ABI_VERSION_MIN);
         dlclose(lib);
         return -1;
     }
-    if (m->abi_version != CMB_ALLOCATOR_ABI_VERSION || !m->name || !m->create || !m->allocate ||
-        !m->deallocate || !m->stats || !m->destroy) {
+    if (m->abi_version < CMB_ALLOCATOR_ABI_VERSION_MIN || m->abi_version > CMB_ALLOCATOR_ABI_VERSION || !m->name ||
+        !m->create || !m->allocate || !m->deallocate || !m->stats || !m->destroy) {
         snprintf(err, errlen, "%s: incomplete method table (ABI version %u, need %u and create, allocate, "
                  "deallocate, stats, destroy)", path, m->abi_version, CMB_ALLOCATOR_ABI_VERSION);
         dlclose(lib);
@@ -41,4 +48,19 @@ int cmb_external_load(const char *path, const cmb_allocator_methods **out, char 
     }
     *out = m; /* the library stays loaded */
     return 0;
+}
+
+/* A table of an older version is a prefix of today's: copy it into a whole
+ * one whose later fields are empty (version 1: no option declarations).
+ * The copy lives as long as the process, like the library. */
+const cmb_allocator_methods *cmb_methods_from_abi(const cmb_allocator_methods *m, uint32_t version)
+{
+    if (!m || version >= CMB_ALLOCATOR_ABI_VERSION)
+        return m;
+    if (m->abi_version != version)
+        return NULL;
+    cmb_allocator_methods *whole = calloc(1, sizeof *whole);
+    if (whole)
+        memcpy(whole, m, offsetof(cmb_allocator_methods, options)); /* version 1's fields */
+    return whole;
 }

@@ -16,48 +16,14 @@
 
 #include "../common/cmb_units.h"
 #include "../real/cmb_real_plugin.h"
+#include "../real/real_options.h"
+#include "cmb_option_check.h"
+#include "external.h"
+#include "options.h"
 
 /* --- the real allocators ------------------------------------------------------------------ */
 
-/* The emulation's option names, each mapped by the plug-in to PyTorch's
- * PYTORCH_CUDA_ALLOC_CONF key of the same meaning (docs/real.md). */
-static const cmb_real_option torch_options[] = {
-    {"max_split_size", CMB_REAL_SIZE, "blocks above it are never split (max_split_size_mb, in MiB)"},
-    {"max_split_size_mb", CMB_REAL_COUNT, "the same in MiB, as PyTorch spells it"},
-    {"max_non_split_rounding_size", CMB_REAL_SIZE, "oversize requests round up within this (max_non_split_rounding_mb)"},
-    {"max_non_split_rounding_mb", CMB_REAL_COUNT, "the same in MiB, as PyTorch spells it"},
-    {"roundup_power2_divisions", CMB_REAL_TEXT, "N, or MB=N/MB=N/>=N per size interval"},
-    {"garbage_collection_threshold", CMB_REAL_REAL, "fraction in (0, 1) of the memory limit that starts freeing cached blocks"},
-    {"per_process_memory_fraction", CMB_REAL_REAL, "setMemoryFraction: share of the device the allocator may hold"},
-};
-
-static const cmb_real_option pool_options[] = {
-    {"initial_pool_size", CMB_REAL_SIZE, "initial pool (default: percent_of_free_device_memory(50))"},
-    {"maximum_pool_size", CMB_REAL_SIZE, "the pool never grows beyond it (default: no maximum)"},
-};
-
-static const cmb_real_option arena_options[] = {
-    {"arena_size", CMB_REAL_SIZE, "size of the global arena (default: RMM's, half the free memory)"},
-};
-
-static const cmb_real_option binning_options[] = {
-    {"min_bin_exp", CMB_REAL_COUNT, "smallest bin 2^N bytes (default 18)"},
-    {"max_bin_exp", CMB_REAL_COUNT, "largest bin 2^N bytes (default 22)"},
-    {"initial_pool_size", CMB_REAL_SIZE, "the pool behind the bins: initial size"},
-    {"maximum_pool_size", CMB_REAL_SIZE, "the pool behind the bins: maximum size"},
-};
-
-static const cmb_real_option async_options[] = {
-    {"release_threshold", CMB_REAL_SIZE, "cudaMemPoolAttrReleaseThreshold (default: RMM's)"},
-    {"initial_pool_size", CMB_REAL_SIZE, "allocated and freed once at creation (default: none)"},
-};
-
-static const cmb_real_option cupy_options[] = {
-    {"limit", CMB_REAL_SIZE, "MemoryPool.set_limit(size=...)"},
-    {"limit_fraction", CMB_REAL_REAL, "MemoryPool.set_limit(fraction=...)"},
-};
-
-#define OPTS(a) a, sizeof a / sizeof a[0]
+/* The options of each: real/real_options.h (the plug-ins read the same). */
 
 #define TORCH_INSTALL                                                                                      \
     "install PyTorch with CUDA (pip install torch) for the python3 the build uses, or give CMake "          \
@@ -72,26 +38,26 @@ static const cmb_real_option cupy_options[] = {
 
 static const cmb_real_info reals[] = {
     {"real:torch-caching", "torch-caching", "PyTorch's c10 CUDACachingAllocator (libc10_cuda)", "libcmb_real_torch.so",
-     "", TORCH_INSTALL, TORCH_TIME, OPTS(torch_options)},
+     "", TORCH_INSTALL, TORCH_TIME, cmb_real_torch_options},
     {"real:torch-expandable", "torch-expandable",
      "PyTorch's c10 CUDACachingAllocator with expandable_segments:True", "libcmb_real_torch.so",
-     "expandable_segments=true", TORCH_INSTALL, TORCH_TIME, OPTS(torch_options)},
+     "expandable_segments=true", TORCH_INSTALL, TORCH_TIME, cmb_real_torch_options},
     {"real:rmm-pool", "rmm-pool", "RMM's pool_memory_resource over cuda_memory_resource (librmm)",
-     "libcmb_real_rmm.so", "", RMM_INSTALL, RMM_TIME, OPTS(pool_options)},
+     "libcmb_real_rmm.so", "", RMM_INSTALL, RMM_TIME, cmb_real_pool_options},
     {"real:arena", "arena", "RMM's arena_memory_resource over cuda_memory_resource (librmm)", "libcmb_real_rmm.so",
-     "", RMM_INSTALL, RMM_TIME, OPTS(arena_options)},
+     "", RMM_INSTALL, RMM_TIME, cmb_real_arena_options},
     {"real:binning", "binning", "RMM's binning_memory_resource (bins 2^18..2^22) over a pool_memory_resource (librmm)",
-     "libcmb_real_rmm.so", "", RMM_INSTALL, RMM_TIME, OPTS(binning_options)},
+     "libcmb_real_rmm.so", "", RMM_INSTALL, RMM_TIME, cmb_real_binning_options},
     {"real:cuda-async-retain", "cuda-async-retain", "RMM's cuda_async_memory_resource (librmm)",
      "libcmb_real_rmm.so", "", RMM_INSTALL, RMM_TIME " plus cudaMallocAsync / cudaFreeAsync",
-     OPTS(async_options)},
+     cmb_real_async_options},
     {"real:cupy", "cupy", "CuPy's MemoryPool, driven from C through the CPython API (cupy)", "libcmb_real_cupy.so",
      "",
      "pip install cupy-cuda13x (or cupy-cuda12x) for the python3 the build uses, with its libpython "
      "(python3-dev), and rebuild",
      "MemoryPool.malloc and the release of its MemoryPointer, each a Python call as every CuPy program "
      "makes it (the interpreter's share included)",
-     OPTS(cupy_options)},
+     cmb_real_cupy_options},
 };
 
 #define N_REALS (sizeof reals / sizeof reals[0])
@@ -116,51 +82,12 @@ const cmb_real_info *cmb_real_find(const char *name)
 
 /* --- options ------------------------------------------------------------------------------------ */
 
-static const char *kind_text(cmb_real_kind k)
-{
-    switch (k) {
-    case CMB_REAL_SIZE: return "a size such as 512, 64KiB, 2MiB, 1GiB, or max";
-    case CMB_REAL_COUNT: return "a whole number";
-    case CMB_REAL_REAL: return "a number";
-    case CMB_REAL_BOOL: return "true or false";
-    case CMB_REAL_TEXT: return "text";
-    }
-    return "?";
-}
-
-static int value_ok(cmb_real_kind k, const char *v)
-{
-    uint64_t u;
-    double d;
-    int b;
-    switch (k) {
-    case CMB_REAL_SIZE: return !strcmp(v, "max") || !strcmp(v, "unlimited") || !cmb_parse_size(v, &u);
-    case CMB_REAL_COUNT: return !cmb_parse_u64(v, &u);
-    case CMB_REAL_REAL: return !cmb_parse_double(v, &d);
-    case CMB_REAL_BOOL: return !cmb_parse_bool(v, &b);
-    case CMB_REAL_TEXT: return *v != '\0';
-    }
-    return 0;
-}
-
 int cmb_real_check_option(const cmb_real_info *ri, const char *key, const char *value, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < ri->n_options; i++) {
-        if (strcmp(ri->options[i].key, key))
-            continue;
-        if (value_ok(ri->options[i].kind, value))
-            return 0;
-        snprintf(err, errlen, "%s: option %s=%s: expected %s", ri->name, key, value, kind_text(ri->options[i].kind));
-        return -1;
-    }
-    size_t used = (size_t)snprintf(err, errlen, "%s: unknown option '%s' (known:", ri->name, key);
-    for (size_t i = 0; i < ri->n_options && used < errlen; i++)
-        used += (size_t)snprintf(err + used, errlen - used, "%s %s", i ? "," : "", ri->options[i].key);
-    if (!ri->n_options && used < errlen)
-        used += (size_t)snprintf(err + used, errlen - used, " none");
-    if (used < errlen)
-        snprintf(err + used, errlen - used, ")");
-    return -1;
+    const cmb_option_decl *d = cmb_optck_find(ri->options, key);
+    if (!d)
+        return cmb_optck_unknown(ri->name, ri->options, key, err, errlen);
+    return cmb_optck_value(ri->name, d, value, err, errlen);
 }
 
 /* --- the table of an allocator that cannot run here ------------------------------------------- */
@@ -259,8 +186,10 @@ static int load(const cmb_real_info *ri, const char *path, resolved *st)
     }
     cmb_real_entry_fn entry = (cmb_real_entry_fn)dlsym(lib, CMB_REAL_ENTRY_SYMBOL);
     const cmb_allocator_methods *m = entry ? entry(CMB_ALLOCATOR_ABI_VERSION, ri->name) : NULL;
-    if (!m || m->abi_version != CMB_ALLOCATOR_ABI_VERSION || !m->create || !m->allocate || !m->deallocate ||
-        !m->stats || !m->destroy) {
+    for (uint32_t v = CMB_ALLOCATOR_ABI_VERSION; entry && !m && v-- > CMB_ALLOCATOR_ABI_VERSION_MIN;)
+        m = cmb_methods_from_abi(entry(v, ri->name), v); /* a plug-in built before the last bump */
+    if (!m || m->abi_version < CMB_ALLOCATOR_ABI_VERSION_MIN || m->abi_version > CMB_ALLOCATOR_ABI_VERSION ||
+        !m->create || !m->allocate || !m->deallocate || !m->stats || !m->destroy) {
         snprintf(st->why, sizeof st->why, "%s holds no table of %s for allocator ABI version %u: rebuild it",
                  path, ri->name, CMB_ALLOCATOR_ABI_VERSION);
         dlclose(lib);
@@ -326,14 +255,7 @@ static void list_one(FILE *f, const cmb_real_info *ri)
     else
         fprintf(f, "      found: %s\n", cmb_real_plugin_path(ri));
     fprintf(f, "      time includes: %s\n", ri->time_includes);
-    for (size_t i = 0; i < ri->n_options; i++)
-        fprintf(f, "      :%s=%s  %s\n", ri->options[i].key,
-                ri->options[i].kind == CMB_REAL_SIZE    ? "SIZE"
-                : ri->options[i].kind == CMB_REAL_COUNT ? "N"
-                : ri->options[i].kind == CMB_REAL_REAL  ? "X"
-                : ri->options[i].kind == CMB_REAL_BOOL  ? "BOOL"
-                                                        : "TEXT",
-                ri->options[i].help);
+    cmb_allocator_describe_options(ri->name, f);
 }
 
 void cmb_real_list(FILE *f)

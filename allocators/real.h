@@ -31,20 +31,6 @@ extern "C" {
 #define CMB_REAL_PREFIX "real:"
 #define CMB_REAL_DIR_ENV "CUMEMBENCH_REAL_DIR"
 
-typedef enum cmb_real_kind {
-    CMB_REAL_SIZE,  /* 4096, 2MiB, max */
-    CMB_REAL_COUNT, /* a whole number  */
-    CMB_REAL_REAL,  /* a number        */
-    CMB_REAL_BOOL,  /* true / false    */
-    CMB_REAL_TEXT   /* checked by the plug-in */
-} cmb_real_kind;
-
-typedef struct cmb_real_option {
-    const char *key;
-    cmb_real_kind kind;
-    const char *help;
-} cmb_real_option;
-
 typedef struct cmb_real_info {
     const char *name;          /* "real:torch-caching"                          */
     const char *emulation;     /* the suite's emulation of it: "torch-caching"  */
@@ -53,8 +39,7 @@ typedef struct cmb_real_info {
     const char *defaults;      /* options the plug-in gets before the user's    */
     const char *install;       /* what to install where it is missing           */
     const char *time_includes; /* what its measured time contains               */
-    const cmb_real_option *options;
-    size_t n_options;
+    const cmb_option_decl *options; /* real/real_options.h, ending with {NULL}    */
 } cmb_real_info;
 
 size_t cmb_real_count(void);
@@ -62,7 +47,7 @@ const cmb_real_info *cmb_real_at(size_t i);
 /* "real:NAME" (the prefix included), or NULL. */
 const cmb_real_info *cmb_real_find(const char *name);
 
-/* 0 when `key=value` is an option of `ri` with a value of its kind; else
+/* 0 when `key=value` is an option of `ri` with a well-formed value; else
  * -1 with a one-line reason naming the known options. */
 int cmb_real_check_option(const cmb_real_info *ri, const char *key, const char *value, char *err, size_t errlen);
 

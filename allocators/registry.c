@@ -73,8 +73,12 @@ const char *cmb_allocator_impl(const cmb_allocator_entry *e)
 {
     if (e && e->emulates)
         return "emulation";
+    /* "cuda" hands every request to its upstream: what runs is cudaMalloc
+     * itself (or the sim device standing in for it) */
+    if (!e || e->methods == &cmb_cuda_methods)
+        return "real";
     /* a policy over an upstream that imitates no library is the suite's own */
-    return e && (e->methods->flags & CMB_ALLOC_USES_UPSTREAM) ? "suite" : "real";
+    return (e->methods->flags & CMB_ALLOC_USES_UPSTREAM) ? "suite" : "real";
 }
 
 /* --- invariant walks ------------------------------------------------------------ */

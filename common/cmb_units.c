@@ -1,6 +1,8 @@
 /* cmb_units.c - number and size parsing for the CLI and trace readers. */
 #include "cmb_units.h"
 
+#include "../allocators/cmb_option_check.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -142,4 +144,14 @@ const char *cmb_format_size(uint64_t bytes, char *buf, size_t buflen)
     else
         snprintf(buf, buflen, "%.2f %s", v, units[u]);
     return buf;
+}
+
+int cmb_parse_size_strict(const char *s, const char *bare_unit, uint64_t *out, char *why, size_t whylen)
+{
+    char scratch[8];
+    if (!why || !whylen) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    return s ? cmb_optck_size(s, bare_unit, 0, out, why, whylen) : -1;
 }

@@ -16,6 +16,14 @@ extern "C" {
  * malformed value or overflow. */
 int cmb_parse_size(const char *s, uint64_t *out);
 
+/* Byte sizes, strictly: a number (an optional fraction) and one of the
+ * units B, KiB, MiB, GiB, TiB (powers of 1024; "64mb", "64M", "64MB" are
+ * refused as ambiguous, never read as MiB). A bare number is read in
+ * `bare_unit` ("B", "MiB"), or refused when it is NULL (except 0). Allocator
+ * options are read this way (allocators/cmb_option_check.h, the same code).
+ * 0, or -1 with a one-line reason in why. */
+int cmb_parse_size_strict(const char *s, const char *bare_unit, uint64_t *out, char *why, size_t whylen);
+
 /* Integers: decimal or 0x hex, whole string, no sign unless allow_negative. */
 int cmb_parse_u64(const char *s, uint64_t *out);
 int cmb_parse_i64(const char *s, int64_t *out);

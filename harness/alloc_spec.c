@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../allocators/external.h"
+#include "../allocators/options.h"
 #include "../allocators/real.h"
 
 static int add_options(cmb_alloc_spec *s, const char *list, size_t *used, char *err, size_t errlen)
@@ -56,6 +58,23 @@ static int real_spec(cmb_alloc_spec *s, char *buf, char **opts, size_t *used, ch
     s->entry = cmb_real_resolve(s->real, s->unavailable, sizeof s->unavailable);
     snprintf(s->name, sizeof s->name, "%s", buf);
     return *s->entry->default_options ? add_options(s, s->entry->default_options, used, err, errlen) : 0;
+}
+
+/* The user's options against the allocator's declarations, before anything
+ * runs (allocators/options.h). An external library that does not load is
+ * left to its case, which reports why. */
+static int check_options(const cmb_alloc_spec *s, char *err, size_t errlen)
+{
+    char who[512], user[1024];
+    const cmb_allocator_methods *m;
+    if (s->external_path[0] && cmb_external_load(s->external_path, &m, err, errlen)) {
+        err[0] = '\0';
+        return 0;
+    }
+    snprintf(who, sizeof who, "%s%s", s->external_path[0] ? "external:" : "",
+             s->external_path[0] ? s->external_path : s->name);
+    cmb_alloc_spec_user_options(s, user, sizeof user);
+    return cmb_allocator_check_options(who, user, err, errlen);
 }
 
 int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t errlen)
@@ -121,7 +140,7 @@ int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t 
         snprintf(err, errlen, "empty option list in '%s'", text);
         return -1;
     }
-    return 0;
+    return check_options(s, err, errlen);
 }
 
 void cmb_alloc_spec_copy(cmb_alloc_spec *dst, const cmb_alloc_spec *src)

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "../allocators/options.h"
 #include "../allocators/real.h"
 #include "../allocators/registry.h"
 #include "../scenarios/scenario.h"
@@ -55,5 +56,6 @@ void cmb_list(FILE *f)
         const cmb_allocator_methods *m = e->methods;
         fprintf(f, "  %-20s %s%s\n", e->name, e->summary ? e->summary : m->summary,
                 (m->flags & CMB_ALLOC_NEEDS_GPU) ? "  [GPU only]" : "");
+        cmb_allocator_describe_options(e->name, f); /* indented: scripts read the lines above */
     }
 }

@@ -260,19 +260,33 @@ static cmb_status choose_devices(mgpu *g)
 
 /* --- answers -------------------------------------------------------------------------- */
 
-static int per_rank(const char *key)
+/* A rank's pool attributes, named after the rank; 0 when key is not one. */
+static int per_rank(cmb_case *c, int r, const char *key, double x)
 {
-    static const char *const keys[] = {"pool_reserved_bytes", "pool_used_bytes", "pool_cached_bytes",
-                                       "stray_pool_reserved_bytes"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strcmp(key, keys[i]))
-            return 1;
-    return 0;
+    char name[96];
+    if (!strcmp(key, "pool_reserved_bytes"))
+        snprintf(name, sizeof name, "r%d_pool_reserved_bytes", r);
+    else if (!strcmp(key, "pool_used_bytes"))
+        snprintf(name, sizeof name, "r%d_pool_used_bytes", r);
+    else if (!strcmp(key, "pool_cached_bytes"))
+        snprintf(name, sizeof name, "r%d_pool_cached_bytes", r);
+    else if (!strcmp(key, "stray_pool_reserved_bytes"))
+        snprintf(name, sizeof name, "r%d_stray_pool_reserved_bytes", r);
+    else
+        return 0;
+    cmb_case_counter(c, name, x);
+    return 1;
 }
+
+/* Rank 0's test results, kept under their own names. */
+static const char *const passed_through[] = {
+    "xfree_verdict", "xfree_refused", "xfree_reused", "xfree_misuse", "xfree_changed_words",
+    "peer_pool_reserved_bytes", "peer_map_first_us", "peer_map_again_us", "peer_read_ok",
+};
 
 static void field(mgpu *g, int r, const char *key, const char *v)
 {
-    char name[96];
+    cmb_case *c = g->c;
     double x = strtod(v, NULL);
     if (!strcmp(key, "take")) {
         const char *s = v;
@@ -282,15 +296,14 @@ static void field(mgpu *g, int r, const char *key, const char *v)
         }
     } else if (!strcmp(key, "init_ms")) {
         if (r == 0 && g->gpu)
-            cmb_case_counter(g->c, "context_ms", x);
+            cmb_case_counter(c, "context_ms", x);
         g->init_max = x > g->init_max ? x : g->init_max;
     } else if (!strcmp(key, "leaked_bytes")) {
         g->leaked += (int64_t)x;
-    } else if (per_rank(key)) {
-        snprintf(name, sizeof name, "r%d_%s", r, key);
-        cmb_case_counter(g->c, name, x);
-    } else if (!strncmp(key, "xfree_", 6) || !strncmp(key, "peer_", 5)) {
-        cmb_case_counter(g->c, key, x);
+    } else if (!per_rank(c, r, key, x)) {
+        for (size_t i = 0; i < sizeof passed_through / sizeof passed_through[0]; i++)
+            if (!strcmp(key, passed_through[i]))
+                cmb_case_counter(c, passed_through[i], x);
     }
 }
 
@@ -447,41 +460,43 @@ static cmb_status run_steps(mgpu *g)
 /* Every rank has freed its traffic: who holds what, where. */
 static cmb_status steady(mgpu *g)
 {
+    cmb_case *c = g->c;
     int64_t used[MAXD], foreign0 = 0, foreign = 0, disagree = 0;
     char name[64];
     if (measure(g, used) != CMB_OK)
         return CMB_ERR_CUDA;
-    cmb_case_counter(g->c, "ranks", g->n);
+    cmb_case_counter(c, "ranks", g->n);
     for (int d = 0; d < g->n; d++) {
         int64_t sum = 0;
         for (int r = 0; r < g->n; r++) {
             int64_t h = g->p[r].held[d];
             snprintf(name, sizeof name, "r%d_d%d_bytes", r, d);
-            cmb_case_counter(g->c, name, (double)h);
+            cmb_case_counter(c, name, (double)h);
             sum += h;
             foreign += r != d ? h : 0;
             foreign0 += d == 0 && r != 0 ? h : 0;
         }
         snprintf(name, sizeof name, "d%d_bytes", d);
-        cmb_case_counter(g->c, name, (double)(used[d] - g->base[d]));
+        cmb_case_counter(c, name, (double)(used[d] - g->base[d]));
         int64_t gap = llabs(used[d] - g->base[d] - sum);
         disagree = gap > disagree ? gap : disagree;
     }
-    cmb_case_counter(g->c, "foreign_d0_bytes", (double)foreign0);
-    cmb_case_counter(g->c, "foreign_bytes", (double)foreign);
-    cmb_case_counter(g->c, "sum_disagree_bytes", (double)disagree);
-    cmb_case_counter(g->c, "context_bytes", (double)g->context);
+    cmb_case_counter(c, "foreign_d0_bytes", (double)foreign0);
+    cmb_case_counter(c, "foreign_bytes", (double)foreign);
+    cmb_case_counter(c, "sum_disagree_bytes", (double)disagree);
+    cmb_case_counter(c, "context_bytes", (double)g->context);
     if (g->gpu)
-        cmb_case_counter(g->c, "init_ms_max", g->init_max);
+        cmb_case_counter(c, "init_ms_max", g->init_max);
     return CMB_OK;
 }
 
 static cmb_status rank0_tests(mgpu *g)
 {
+    cmb_case *c = g->c;
     char name[64];
     int rc = ask(g, 0, "xfree");
     if (rc == -2) { /* the rank died of it, in its own process */
-        cmb_case_counter(g->c, "xfree_verdict", 2);
+        cmb_case_counter(c, "xfree_verdict", 2);
         cmb_case_note(g->c, "cross-device free corrupts: %s", g->line);
         return CMB_OK;
     }
@@ -493,7 +508,7 @@ static cmb_status rank0_tests(mgpu *g)
         return CMB_ERR_STATE;
     for (int d = 0; rc == 0 && d < g->n; d++) {
         snprintf(name, sizeof name, "peer_added_d%d_bytes", d);
-        cmb_case_counter(g->c, name, (double)g->delta[d]);
+        cmb_case_counter(c, name, (double)g->delta[d]);
     }
     return CMB_OK;
 }
@@ -502,6 +517,7 @@ static cmb_status rank0_tests(mgpu *g)
  * devices must come back to the baseline. */
 static void end_ranks(mgpu *g)
 {
+    cmb_case *c = g->c;
     int64_t used[MAXD], left = 0;
     for (int r = 0; r < g->n; r++) {
         proc *p = &g->p[r];
@@ -511,10 +527,10 @@ static void end_ranks(mgpu *g)
         if (!gone && read_answer(g, p, EXIT_TIMEOUT_S) == 0 && !strncmp(g->line, "ok exit", 7))
             take_fields(g, r, g->line + 7);
         else if (!gone)
-            cmb_case_note(g->c, "rank %d did not end cleanly", r);
+            cmb_case_note(c, "rank %d did not end cleanly", r);
         int status = reap(p, EXIT_TIMEOUT_S);
         if (!gone && status != 0)
-            cmb_case_note(g->c, "rank %d: %s", r, status < 0 ? "killed after 30 s" : "a non-zero exit status");
+            cmb_case_note(c, "rank %d: %s", r, status < 0 ? "killed after 30 s" : "a non-zero exit status");
         close(p->from);
         p->from = -1;
         memset(p->take, 0, sizeof p->take); /* sim: its devices are gone with it */
@@ -530,8 +546,8 @@ static void end_ranks(mgpu *g)
             break;
         usleep(20000); /* a process's memory may take a moment to come back */
     } while (cmb_now_s() - t0 < SETTLE_S);
-    cmb_case_counter(g->c, "unreturned_bytes", (uint64_t)left <= SETTLE_SLACK ? 0 : (double)left);
-    cmb_case_counter(g->c, "rank_leaked_bytes", (double)g->leaked);
+    cmb_case_counter(c, "unreturned_bytes", (uint64_t)left <= SETTLE_SLACK ? 0 : (double)left);
+    cmb_case_counter(c, "rank_leaked_bytes", (double)g->leaked);
 }
 
 static cmb_status multi_gpu_run(cmb_case *c)

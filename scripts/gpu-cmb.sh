@@ -89,20 +89,11 @@ python3 - "$out" "$mode" >"$out/summary.md" <<'EOF'
 import csv, os, re, statistics, sys
 from collections import defaultdict
 
+sys.path.insert(0, "tools")
+import cmb_schema  # noqa: E402 - the labels every table of the suite uses: name[:options][@upstream]
+
 out, mode = sys.argv[1], sys.argv[2]
 MiB = 1 << 20
-
-
-def label_of(r):
-    """name[:options][@upstream], whether the allocator column holds the spec as given
-    (cmb:page=8MiB@vmm) or the name alone with the options in their own column."""
-    name = r["allocator"]
-    if "@" in name and not name.startswith("external:"):
-        name = name.rpartition("@")[0]
-    opts = r.get("options") or ""
-    if opts and not name.endswith(":" + opts):
-        name += ":" + opts
-    return name + ("@" + r["upstream"] if r.get("upstream") else "")
 
 
 def load(name):
@@ -112,7 +103,7 @@ def load(name):
     if not os.path.exists(path):
         return cells, labels, [f"{name}: no results.csv"]
     for r in csv.DictReader(open(path, newline="")):
-        label = label_of(r)
+        label = cmb_schema.label(r)
         if label not in labels:
             labels.append(label)
         if r["status"] not in ("ok", "oom"):

@@ -247,7 +247,9 @@ static void pool_initial_size(void **state)
     assert_int_equal(s.largest_free, 4 * GiB);
     close_inst(&i);
 
-    /* min(free, total / 2): 700 MiB of a 1 GiB device already in use */
+    /* percent_of_free_device_memory(50) (RMM >= 24.02): half the FREE
+     * memory. 700 MiB of a 1 GiB device already in use: 162 MiB, where
+     * RMM 23.12's min(free, total / 2) took all 324 MiB left */
     cmb_upstream_config ucfg;
     char err[256];
     void *used;
@@ -257,8 +259,28 @@ static void pool_initial_size(void **state)
     assert_int_equal(cmb_up_alloc(i.up, 700 * MiB, NULL, &used), CMB_OK);
     create_on(&i, "rmm-pool", NULL, 0);
     s = stats(&i);
-    assert_int_equal(s.reserved.current, 700 * MiB + 324 * MiB);
-    assert_int_equal(s.largest_free, 324 * MiB);
+    assert_int_equal(s.reserved.current, 700 * MiB + 162 * MiB);
+    assert_int_equal(s.largest_free, 162 * MiB);
+    assert_int_equal(i.m->destroy(i.st), CMB_OK);
+    assert_int_equal(cmb_up_free(i.up, used, 700 * MiB, NULL), CMB_OK);
+    assert_int_equal(cmb_upstream_close(i.up), 0);
+
+    /* aligned DOWN to 256 B: 8 GiB + 300 B free -> 4 GiB + 150 B -> 4 GiB
+     * (23.12 would have aligned up, to 4 GiB + 256 B) */
+    ucfg.sim_capacity = 8 * GiB + 300;
+    assert_int_equal(cmb_upstream_open(&ucfg, &i.up, err, sizeof err), CMB_OK);
+    create_on(&i, "rmm-pool", NULL, 0);
+    assert_int_equal(stats(&i).reserved.current, 4 * GiB);
+    assert_int_equal(i.m->destroy(i.st), CMB_OK);
+    assert_int_equal(cmb_upstream_close(i.up), 0);
+
+    /* binning's pool follows the same rule */
+    ucfg.sim_capacity = 1 * GiB;
+    assert_int_equal(cmb_upstream_open(&ucfg, &i.up, err, sizeof err), CMB_OK);
+    assert_int_equal(cmb_up_alloc(i.up, 700 * MiB, NULL, &used), CMB_OK);
+    cmb_option no_bins[2] = {{"min_bin_exp", "20"}, {"max_bin_exp", "19"}}; /* the bare pool */
+    create_on(&i, "binning", no_bins, 2);
+    assert_int_equal(stats(&i).reserved.current, 700 * MiB + 162 * MiB);
     assert_int_equal(i.m->destroy(i.st), CMB_OK);
     assert_int_equal(cmb_up_free(i.up, used, 700 * MiB, NULL), CMB_OK);
     assert_int_equal(cmb_upstream_close(i.up), 0);

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -311,6 +312,43 @@ static void bfc_backpedal(void **unused)
     close_policy(&f);
 }
 
+/* Backpedal once (TF <= 2.13's started_backpedal_) or always (TF's later
+ * tsl, XLA). A 12 MiB request takes a 16 MiB region (2 MiB doubled to
+ * cover it); under a 24 MiB cap a 6 MiB request's 16 MiB region is refused
+ * and backs off: x0.9 in float, rounded up to 256 B, seven refusals, then
+ * 8024832 B fits. The region size doubles to 32 MiB. With the cap raised
+ * to 40 MiB another 6 MiB request's 32 MiB region is refused: `once` fails
+ * at once (one refused call), `always` backs off seven times to 16049664 B. */
+static void bfc_backpedal_once_or_always(void **unused)
+{
+    (void)unused;
+    static const char *const modes[] = {"once", "always"};
+    for (int m = 0; m < 2; m++) {
+        char opts[96];
+        snprintf(opts, sizeof opts, "memory_limit=1GiB:backpedal=%s", modes[m]);
+        fixture f = open_policy("bfc", opts, 40 * MiB);
+        cmb_upstream_set_cap(f.up, 24 * MiB);
+        alloc(&f, 12 * MiB);
+        assert_int_equal(stats_of(&f).reserved.current, 16 * MiB);
+        uint64_t failed = f.up->stats.failed_calls;
+        alloc(&f, 6 * MiB);
+        assert_int_equal(f.up->stats.failed_calls - failed, 7);
+        assert_int_equal(stats_of(&f).reserved.current, 16 * MiB + 8024832);
+        cmb_upstream_set_cap(f.up, 40 * MiB);
+        failed = f.up->stats.failed_calls;
+        if (m == 0) {
+            assert_int_equal(try_alloc_on(&f, 6 * MiB, 1), CMB_ERR_OOM);
+            assert_int_equal(f.up->stats.failed_calls - failed, 1);
+            assert_int_equal(stats_of(&f).reserved.current, 16 * MiB + 8024832);
+        } else {
+            alloc(&f, 6 * MiB);
+            assert_int_equal(f.up->stats.failed_calls - failed, 7);
+            assert_int_equal(stats_of(&f).reserved.current, 16 * MiB + 8024832 + 16049664);
+        }
+        close_policy(&f);
+    }
+}
+
 /* The default limit: free memory less TF's MinSystemMemory. */
 static void bfc_memory_limit(void **unused)
 {
@@ -406,7 +444,7 @@ static void cupy_bins_and_arenas(void **unused)
     close_policy(&f);
 }
 
-/* OOM: free_all_blocks and retry; the limit fails at once. */
+/* OOM: free_all_blocks and retry; over the limit the same (CuPy 14). */
 static void cupy_oom_retry_and_limit(void **unused)
 {
     (void)unused;
@@ -421,13 +459,31 @@ static void cupy_oom_retry_and_limit(void **unused)
     assert_int_equal(stats_of(&f).oom_retries, 3);
     close_policy(&f);
 
+    /* over the limit: the cached 8 MiB count, and are released for 4 MiB */
     f = open_policy("cupy", "limit=10MiB", 8 * GiB);
     a = alloc(&f, 8 * MiB);
     release(&f, a, 8 * MiB);
-    assert_int_equal(try_alloc_on(&f, 4 * MiB, 2), CMB_ERR_OOM); /* cached bytes count */
-    assert_int_equal(stats_of(&f).oom_retries, 0);
-    assert_non_null(strstr(f.m->last_error(f.state), "limit"));
-    alloc_on(&f, 2 * MiB, 2);
+    alloc_on(&f, 4 * MiB, 2);
+    s = stats_of(&f);
+    assert_int_equal(s.oom_retries, 1);
+    assert_int_equal(s.reserved.current, 4 * MiB);
+    assert_int_equal(s.upstream_frees, 1);
+    /* nothing left to release: two rounds of free_all_blocks, then out of memory */
+    assert_int_equal(try_alloc_on(&f, 8 * MiB, 2), CMB_ERR_OOM);
+    assert_int_equal(stats_of(&f).oom_retries, 3);
+    assert_non_null(strstr(f.m->last_error(f.state), "limit set to"));
+    close_policy(&f);
+
+    /* a split allocation with a live piece is not released: out of memory */
+    f = open_policy("cupy", "limit=10MiB", 8 * GiB);
+    a = alloc(&f, 8 * MiB);
+    release(&f, a, 8 * MiB);
+    uintptr_t piece = alloc(&f, 2 * MiB); /* splits the cached 8 MiB */
+    assert_int_equal(try_alloc_on(&f, 4 * MiB, 2), CMB_ERR_OOM);
+    s = stats_of(&f);
+    assert_int_equal(s.oom_retries, 2);
+    assert_int_equal(s.reserved.current, 8 * MiB);
+    release(&f, piece, 2 * MiB);
     close_policy(&f);
 }
 
@@ -536,6 +592,7 @@ int main(void)
         cmocka_unit_test(bfc_get_fragmentation),
         cmocka_unit_test(bfc_garbage_collection),
         cmocka_unit_test(bfc_backpedal),
+        cmocka_unit_test(bfc_backpedal_once_or_always),
         cmocka_unit_test(bfc_memory_limit),
         cmocka_unit_test(cupy_merge_and_free_all_blocks),
         cmocka_unit_test(cupy_free_all_blocks_keeps_split),

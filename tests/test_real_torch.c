@@ -67,6 +67,8 @@ static void options_map_or_are_refused(void **state)
                      CMB_ERR_INVALID);
     assert_non_null(strstr(err, "say the same thing"));
     assert_int_equal(create(caching, "max_split_size=1000000", 1, err, sizeof err), CMB_ERR_INVALID);
+    assert_non_null(strstr(err, "out of range [20MiB, max]"));
+    assert_int_equal(create(caching, "max_split_size=20971521", 1, err, sizeof err), CMB_ERR_INVALID);
     assert_non_null(strstr(err, "whole MiB"));
     assert_int_equal(create(caching, "roundup_power2_divisions=256=1/x", 1, err, sizeof err), CMB_ERR_INVALID);
     assert_int_equal(create(caching, "garbage_collection_threshold=1.5", 1, err, sizeof err), CMB_ERR_INVALID);

@@ -35,7 +35,7 @@ class Schema(unittest.TestCase):
             os.makedirs(base, exist_ok=True)
         cls.tmp = tempfile.mkdtemp(prefix="cmb-schema-", dir=base)
         cls.dir = os.path.join(cls.tmp, "r")
-        p = run(cls.dir, TWO + ",buddy@sim,cuda-async,bfc")
+        p = run(cls.dir, TWO + ",buddy@sim,cuda-async,bfc,cuda")
         if p.returncode != 0:
             raise AssertionError(f"the run failed ({p.returncode}): {p.stderr}")
         cls.rows = list(cmb_schema.read_rows(cls.dir))
@@ -61,10 +61,11 @@ class Schema(unittest.TestCase):
         self.assertIn(("buddy", "", "sim", "suite"), seen)
         self.assertIn(("bfc", "", "sim", "emulation"), seen)
         self.assertIn(("cuda-async", "", "none", "real"), seen)  # skipped in sim: still named
+        self.assertIn(("cuda", "", "sim", "real"), seen)  # cudaMalloc passed through (here the sim device)
         labels = {cmb_schema.label(r) for r in self.rows}
         self.assertEqual(labels, {"torch-caching:roundup_power2_divisions=256=1/512=2/>=4",
                                   "torch-caching:roundup_power2_divisions=256=1/512=8/>=4",
-                                  "buddy@sim", "cuda-async", "bfc"})
+                                  "buddy@sim", "cuda-async", "bfc", "cuda"})
         for r in self.rows:  # the label is what the case name holds
             self.assertTrue(r["case"].startswith(f"churn/{cmb_schema.label(r)}/"), r["case"])
 
@@ -87,7 +88,8 @@ class Schema(unittest.TestCase):
 
     def test_a_name_too_long_is_refused(self):
         out = os.path.join(self.tmp, "long")
-        p = run(out, "torch-caching:max_split_size_mb=" + "1" * 450)
+        # a text option: its value is checked at create, so the name is what is refused
+        p = run(out, "torch-caching:roundup_power2_divisions=" + "1" * 450)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("case name of", p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)

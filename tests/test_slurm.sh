@@ -334,20 +334,21 @@ for run in n2-gpu0 n2-gpu1 n3-gpu0 n3-gpu1; do
 done
 grep -q 'slurm-merge: 4 run(s) missing: n2-gpu0 (interrupted.*n2-gpu1 (interrupted.*n3-gpu0 (interrupted.*n3-gpu1 (interrupted' \
     "$out" || fail "the merge does not name n2's and n3's runs as interrupted"
-grep -q "continue them on their nodes: CMB_RESUME=$dest sbatch --nodes=2 --nodelist=n2,n3 " "$out" ||
-    fail "the merge does not give the command that continues n2's and n3's runs"
+cmd=$(sed -n 's/^slurm-merge: continue them on their nodes: //p' "$out" | head -n 1)
+[[ $cmd == "CMB_RESUME=$dest sbatch --nodes=2 --nodelist=n2,n3 --partition=cmb --gpus-per-node=$GPUS "* ]] ||
+    fail "the merge does not give the command that continues n2's and n3's runs (it gives: $cmd)"
 report=$dest/report.html
 [ -f "$report" ] || fail "no merged report after job $job"
 grep -q '4 of 6 runs missing' "$report" || fail "the report does not say that 4 of 6 runs are missing"
-grep -q "CMB_RESUME=$dest sbatch --nodes=2 --nodelist=n2,n3" "$report" || fail "the report lacks the resume command"
+grep -qF "<code>$cmd</code>" "$report" || fail "the report lacks the merge's command"
 before=$(sums)
 say "job $job: n1 whole ($full cases a run), n2 and n3 interrupted, the merge names their four runs"
 
 # 2. n3 back; the command the merge gave: n2's and n3's runs continue where they stopped.
 sl scontrol update NodeName=n3 State=RESUME 2>/dev/null || true
 wait_for 60 "n3 back" nodes_idle
-cmd=$(grep -o "CMB_RESUME=$dest sbatch --nodes=2 --nodelist=n2,n3 [^ ]*" "$out" | head -n 1)
-job2=$(CMB_RESUME=$dest submit --nodes=2 --nodelist=n2,n3 --gpus-per-node=$GPUS "${cmd##* }")
+read -r -a words <<<"$cmd"
+job2=$(CMB_RESUME=$dest submit "${words[@]:2}")
 say "job $job2 submitted: $cmd"
 wait_job "$job2" 400
 out2=$tmp/job-$job2.out

@@ -63,13 +63,16 @@ def make_run(path, host, device, cases=("a", "b"), torn=False, options=("--prese
 
 def make_job(root, layout):
     """A job directory of slurm-suite.sbatch: layout = {node: [status per GPU]}
-    with status '0', '1', 'interrupted' (a partial run, no .status),
-    'not-started' (nothing) or None for a node whose step never started."""
+    with status '0', '1' (a whole run), 'interrupted' (a partial run, no
+    .status), another number or '' (a partial run with that .status),
+    'not-started' (nothing), or None for a node whose step never started."""
     os.makedirs(os.path.join(root, "runs"))
     with open(os.path.join(root, "args"), "w") as f:
         f.write("--mode\ngpu\n--preset\nquick\n")
     with open(os.path.join(root, "nodes"), "w") as f:
         f.write("".join(n + "\n" for n in layout))
+    with open(os.path.join(root, "sbatch-options"), "w") as f:
+        f.write("--partition=gpu\n--gpus-per-node=2\n")
     rows = []
     for node, statuses in layout.items():
         if statuses is None:
@@ -83,9 +86,9 @@ def make_job(root, layout):
                 make_run(run, node, i)
                 with open(run + ".status", "w") as f:
                     f.write(st + "\n")
-            elif st == "interrupted" or st.isdigit():
+            elif st in ("interrupted", "") or st.isdigit():
                 make_run(run, node, i, cases=("a",), torn=True)
-                if st.isdigit():  # a status other than 0 and 1: killed, or bad options
+                if st != "interrupted":  # killed, bad options, or a status file left empty
                     with open(run + ".status", "w") as f:
                         f.write(st + "\n")
             rows.append(["nvidia-h100" if st in ("0", "1") else "-", node, str(i), st, run])
@@ -164,7 +167,9 @@ class Job(Tmp):
         self.assertIn("<b>n2-gpu0</b>: interrupted: it began and never ended (1 cases finished)", html)
         self.assertIn("<b>n2-gpu1</b>: never started", html)
         self.assertIn("<b>n3</b>: never started", html)
-        self.assertIn(f"CMB_RESUME={job} sbatch --nodes=2 --nodelist=n2,n3 ci/examples/slurm-suite.sbatch", html)
+        cmd = f"CMB_RESUME={job} sbatch --nodes=2 --nodelist=n2,n3 --partition=gpu --gpus-per-node=2 {fleet.SBATCH}"
+        self.assertEqual(fleet.resume_command(job, ["n2", "n3"]), cmd)
+        self.assertIn(cmd, html)
         # one row per slot: node, GPU index, status
         for cells in ("<td class='l'>n2</td><td>0</td><td class='l'><b>n2-gpu0</b></td>"
                       "<td class='l missing'>interrupted</td>",
@@ -256,7 +261,8 @@ class Merge(Tmp):
                           ["n2", "1", "not-started"], ["n3", "-", "not-started"]])
         self.assertIn("3 run(s) missing: n2-gpu0 (interrupted: it began and never ended); n2-gpu1 (never started); "
                       "n3 (its step never started)", p.stderr)
-        self.assertIn(f"continue them on their nodes: CMB_RESUME={job} sbatch --nodes=2 --nodelist=n2,n3 ", p.stderr)
+        # the command the report gives, word for word
+        self.assertIn(f"continue them on their nodes: {fleet.resume_command(job, ['n2', 'n3'])}\n", p.stderr)
         links = sorted(os.path.relpath(p, job) for p in glob.glob(os.path.join(job, "by-gpu", "*", "*")))
         self.assertEqual(len(links), 2, links)
         self.assertTrue(all(os.path.basename(p).startswith("n1-") for p in links))
@@ -265,12 +271,13 @@ class Merge(Tmp):
                 self.assertIn("3 of 5 runs missing", f.read())
 
     def test_killed_by_a_signal_is_interrupted(self):
-        job = self.job({"n1": ["0", "137"], "n2": ["2"]})
+        job = self.job({"n1": ["0", "137"], "n2": ["2"], "n3": [""]})
         p = self.merge(job)
         self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertEqual([r[3] for r in self.index(job)], ["0", "interrupted", "2"])
-        self.assertIn("2 run(s) missing: n1-gpu1 (interrupted: killed by signal 9); n2-gpu0 (exit status 2: ", p.stderr)
-        self.assertIn("--nodes=2 --nodelist=n1,n2 ", p.stderr)
+        self.assertEqual([r[3] for r in self.index(job)], ["0", "interrupted", "2", "interrupted"])
+        self.assertIn("3 run(s) missing: n1-gpu1 (interrupted: killed by signal 9); n2-gpu0 (exit status 2: ", p.stderr)
+        self.assertIn("n3-gpu0 (interrupted: its status file holds '')", p.stderr)
+        self.assertIn(f"{fleet.resume_command(job, ['n1', 'n2', 'n3'])}\n", p.stderr)
 
     def test_complete_exit_0(self):
         job = self.job({"n1": ["0"], "n2": ["0"]})

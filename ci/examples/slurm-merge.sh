@@ -59,9 +59,13 @@ merge_run() { # NODE GPU
     else
         status=not-started
     fi
-    # killed, with the shell around it still alive to write the status
+    # killed, with the shell around it still alive to write the status; or
+    # a status left half written (by a script older than its atomic write)
     if [[ $status =~ ^[0-9]+$ ]] && ((status > 128)); then
         how="killed by signal $((status - 128))"
+        status=interrupted
+    elif ! [[ $status =~ ^[0-9]+$|^interrupted$|^not-started$ ]]; then
+        how="its status file holds '$status'"
         status=interrupted
     fi
     case $status in
@@ -103,10 +107,12 @@ fi
 echo "slurm-merge: results in $dest (index.tsv; by-gpu/<gpu-slug>/ per GPU model)" >&2
 
 if [ ${#missing[@]} -gt 0 ]; then
-    list=$(printf '%s\n' "${again[@]}" | sort -u | paste -sd, -)
+    list=$(printf '%s\n' "${again[@]}" | LC_ALL=C sort -u | paste -sd, -)
+    opts=
+    [ ! -f "$dest/sbatch-options" ] || opts=$(paste -sd' ' "$dest/sbatch-options")
     echo "slurm-merge: ${#missing[@]} run(s) missing: $(printf '%s; ' "${missing[@]}")" >&2
     echo "slurm-merge: continue them on their nodes: CMB_RESUME=$dest sbatch --nodes=$(tr ',' '\n' <<<"$list" | wc -l)" \
-        "--nodelist=$list $root/ci/examples/slurm-suite.sbatch" >&2
+        "--nodelist=$list ${opts:+$opts }$root/ci/examples/slurm-suite.sbatch" >&2
     exit 1
 fi
 echo "slurm-merge: to make a run its GPU's baseline: mkdir -p results/<gpu-slug> &&" \

@@ -129,6 +129,15 @@ static int parse_size(const char *text, uint64_t *out)
     return -1;
 }
 
+/* Declared for the suite (ABI version 2): it refuses a bad option before
+ * a run and --list shows these; the plug-in still reads its own. */
+static const cmb_option_decl sample_options[] = {
+    CMB_OPTION_EX("round", CMB_OPT_SIZE, "(256B; CMB_SAMPLE_DEFAULT_ROUND as built)", "256B", "1GiB", "B",
+                  "every request is rounded up to this, a power of two", NULL, CMB_OPT_POW2, NULL),
+    CMB_OPTION("segment", CMB_OPT_SIZE, "2MiB", "0", "1TiB", "B",
+               "the least the pool takes from the upstream at a time (at least round)"),
+    CMB_OPTION_END};
+
 static cmb_status read_options(const cmb_config *cfg, size_t *round, size_t *segment_size)
 {
     uint64_t r = CMB_SAMPLE_DEFAULT_ROUND, s = SAMPLE_DEFAULT_SEGMENT;
@@ -582,6 +591,7 @@ static const cmb_allocator_methods sample_methods = {
     .stats = sample_stats,
     .destroy = sample_destroy,
     .last_error = NULL,
+    .options = sample_options,
 };
 
 /* --- the entry point ------------------------------------------------------------------------- */

@@ -28,6 +28,8 @@ MIXED = [
 _OWN_OPTIONS = {"--device", "--out", "--resume"}
 _OWN_FLAGS = {"--quiet"}
 INDEX_COLUMNS = ["slug", "node", "gpu", "status", "dir"]
+SBATCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "ci", "examples",
+                      "slurm-suite.sbatch")
 
 
 class FleetError(Exception):
@@ -117,6 +119,18 @@ def run_options(run):
         elif a not in _OWN_FLAGS and a.split("=", 1)[0] not in _OWN_OPTIONS:
             out.append(a)
     return " ".join(out)
+
+
+def resume_command(job_dir, nodes):
+    """The command that continues a job's runs on `nodes`, as slurm-merge.sh
+    prints it: the job's partition and GPUs per node repeated."""
+    opts = []
+    path = os.path.join(job_dir, "sbatch-options")
+    if os.path.isfile(path):
+        with open(path) as f:
+            opts = [line.strip() for line in f if line.strip()]
+    return " ".join([f"CMB_RESUME={job_dir}", "sbatch", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
+                    + opts + [SBATCH])
 
 
 # --- what differs -----------------------------------------------------------------------
@@ -236,9 +250,7 @@ def _missing_html(slots, job_dir):
     items = "".join(f"<li><b>{esc(s.name)}</b>: {esc(words.get(s.status, 'exit status ' + s.status))}"
                     f"{esc(f' ({finished_cases(s.path)} cases finished)') if s.path != '-' else ''}</li>\n"
                     for s in lost)
-    nodes = sorted({s.node for s in lost})
-    cmd = (f"CMB_RESUME={job_dir} sbatch --nodes={len(nodes)} --nodelist={','.join(nodes)} "
-           "ci/examples/slurm-suite.sbatch")
+    cmd = resume_command(job_dir, sorted({s.node for s in lost}))
     return (f"<div class='warn'><b>{len(lost)} of {len(slots)} runs missing</b> from this report:<ul>\n{items}</ul>"
             f"Continue them on their nodes (finished cases are kept), then merge again:<br>"
             f"<code>{esc(cmd)}</code><br><code>ci/examples/slurm-merge.sh {esc(job_dir)}</code></div>\n")

@@ -325,19 +325,14 @@ static PyMethodDef free_def = {"cmb_free", (PyCFunction)(void (*)(void))upstream
 
 static int read_options(const cmb_config *cfg, uint64_t *limit, int *has_limit, double *fraction)
 {
-    static const char *const keys[] = {"limit", "limit_fraction", NULL};
     const char *fr = cmb_real_option(cfg, "limit_fraction");
-    if (cmb_real_only_known(cfg, NAME, keys) || cmb_real_size_option(cfg, NAME, "limit", limit, has_limit))
+    /* keys, values, bounds, and limit with limit_fraction (CuPy refuses both) */
+    if (cmb_real_check_options(cfg, NAME, cmb_real_cupy_options) ||
+        cmb_real_size_option(cfg, NAME, "limit", limit, has_limit))
         return -1;
     *fraction = -1.0;
-    if (fr && (cmb_real_parse_double(fr, fraction) || !(*fraction >= 0.0 && *fraction <= 1.0))) {
-        snprintf(cfg->error, cfg->error_len, NAME ": option limit_fraction=%s: expected a number in [0, 1]", fr);
-        return -1;
-    }
-    if (fr && *has_limit) {
-        snprintf(cfg->error, cfg->error_len, NAME ": limit and limit_fraction cannot both be set (as in CuPy)");
-        return -1;
-    }
+    if (fr && cmb_real_parse_double(fr, fraction))
+        return -1; /* checked above */
     return 0;
 }
 
@@ -550,6 +545,7 @@ static const cmb_allocator_methods cupy_methods = {
     .stats = cupy_stats,
     .destroy = cupy_destroy,
     .last_error = cupy_last_error,
+    .options = cmb_real_cupy_options,
 };
 
 /* --- entry points ------------------------------------------------------------------------------------ */

@@ -95,6 +95,18 @@ struct options {
     int has_initial = 0, has_maximum = 0, has_arena_size = 0, has_release = 0;
 };
 
+/* real/real_options.h */
+constexpr const cmb_option_decl *options_of(kind k)
+{
+    switch (k) {
+    case kind::pool: return cmb_real_pool_options;
+    case kind::arena: return cmb_real_arena_options;
+    case kind::binning: return cmb_real_binning_options;
+    case kind::async: return cmb_real_async_options;
+    }
+    return cmb_real_pool_options;
+}
+
 int read_exp(const cmb_config *cfg, const char *who, const char *key, uint64_t *out)
 {
     const char *v = cmb_real_option(cfg, key);
@@ -107,17 +119,8 @@ int read_exp(const cmb_config *cfg, const char *who, const char *key, uint64_t *
 
 int read_options(kind k, const cmb_config *cfg, options *o)
 {
-    static const char *const pool_keys[] = {"initial_pool_size", "maximum_pool_size", nullptr};
-    static const char *const arena_keys[] = {"arena_size", nullptr};
-    static const char *const binning_keys[] = {"min_bin_exp", "max_bin_exp", "initial_pool_size",
-                                               "maximum_pool_size", nullptr};
-    static const char *const async_keys[] = {"release_threshold", "initial_pool_size", nullptr};
     const char *who = name_of(k);
-    const char *const *keys = k == kind::pool    ? pool_keys
-                              : k == kind::arena ? arena_keys
-                              : k == kind::binning ? binning_keys
-                                                   : async_keys;
-    if (cmb_real_only_known(cfg, who, keys) ||
+    if (cmb_real_check_options(cfg, who, options_of(k)) ||
         cmb_real_size_option(cfg, who, "initial_pool_size", &o->initial, &o->has_initial) ||
         cmb_real_size_option(cfg, who, "maximum_pool_size", &o->maximum, &o->has_maximum) ||
         cmb_real_size_option(cfg, who, "arena_size", &o->arena_size, &o->has_arena_size) ||
@@ -336,6 +339,7 @@ constexpr cmb_allocator_methods table(const char *summary)
     return cmb_allocator_methods{
         CMB_ALLOCATOR_ABI_VERSION, name_of(K), summary, CMB_ALLOC_NEEDS_GPU | CMB_ALLOC_STREAM_ORDERED,
         rmm_create<K>, rmm_allocate, rmm_deallocate, nullptr, rmm_stats, rmm_destroy, rmm_last_error,
+        options_of(K),
     };
 }
 

@@ -144,11 +144,7 @@ struct config {
 
 int read_options(const cmb_config *cfg, config *c)
 {
-    static const char *const keys[] = {"max_split_size", "max_split_size_mb", "max_non_split_rounding_size",
-                                       "max_non_split_rounding_mb", "roundup_power2_divisions",
-                                       "garbage_collection_threshold", "per_process_memory_fraction",
-                                       "expandable_segments", nullptr};
-    if (cmb_real_only_known(cfg, "real:torch", keys) ||
+    if (cmb_real_check_options(cfg, "real:torch", cmb_real_torch_plugin_options) ||
         mb_option(cfg, "max_split_size", "max_split_size_mb", &c->conf, "max_split_size_mb") ||
         mb_option(cfg, "max_non_split_rounding_size", "max_non_split_rounding_mb", &c->conf,
                   "max_non_split_rounding_mb"))
@@ -379,6 +375,7 @@ constexpr cmb_allocator_methods table(const char *name, const char *summary)
     return cmb_allocator_methods{
         CMB_ALLOCATOR_ABI_VERSION, name,         summary,     CMB_ALLOC_NEEDS_GPU, torch_create, torch_allocate,
         torch_deallocate,          torch_trim,   torch_stats, torch_destroy,       torch_last_error,
+        cmb_real_torch_plugin_options,
     };
 }
 

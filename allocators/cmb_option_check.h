@@ -1,0 +1,306 @@
+/* cmb_option_check.h - checking allocator options against their
+ * declarations (cmb_option_decl, cmb_allocator.h).
+ *
+ * Header-only, so a plug-in that links nothing of the suite (docs/plugins.md)
+ * checks its options exactly as the suite checks them before a run: the same
+ * strict sizes, the same bounds, the same one-line messages:
+ *
+ *   allocator 'bfc': unknown option 'foo' (options: allow_growth, ...)
+ *   allocator 'bfc': memory_fraction=1.5: out of range [0, 1]
+ *   allocator 'rmm-pool': initial_pool_size=64mb: unknown unit 'mb' (...)
+ *
+ * The suite's own readers (allocators/options.h) are built on these.
+ */
+#ifndef CMB_OPTION_CHECK_H
+#define CMB_OPTION_CHECK_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cmb_allocator.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- values ------------------------------------------------------------------ */
+
+/* The multiple of a unit name, or 0 when it is not one of ours. */
+static inline uint64_t cmb_optck_unit(const char *u)
+{
+    static const struct {
+        const char *name;
+        uint64_t mult;
+    } units[] = {{"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
+    for (size_t i = 0; u && i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(u, units[i].name))
+            return units[i].mult;
+    return 0;
+}
+
+/* A byte size: digits, an optional fraction, then a unit of cmb_optck_unit;
+ * a bare number is read in `bare_unit` (refused when NULL, except 0);
+ * "max"/"unlimited" (UINT64_MAX) when max_ok. 0, or -1 with a reason in why. */
+static inline int cmb_optck_size(const char *s, const char *bare_unit, int max_ok, uint64_t *out, char *why,
+                                 size_t whylen)
+{
+    const char *hint = "sizes are written 512B, 64KiB, 2MiB, 1.5GiB, 1TiB (powers of 1024)";
+    if (max_ok && (!strcmp(s, "max") || !strcmp(s, "unlimited"))) {
+        *out = UINT64_MAX;
+        return 0;
+    }
+    const char *p = s;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    int has_frac = *p == '.' && p[1] >= '0' && p[1] <= '9';
+    if (has_frac)
+        for (p++; *p >= '0' && *p <= '9';)
+            p++;
+    if (p == s) {
+        snprintf(why, whylen, "expected a size: %s", hint);
+        return -1;
+    }
+    const char *unit = *p ? p : bare_unit;
+    uint64_t mult = cmb_optck_unit(unit);
+    if (!*p && !unit && strspn(s, "0") == strlen(s)) {
+        *out = 0;
+        return 0;
+    }
+    if (!mult) {
+        static const char *const ambiguous[] = {"k", "m", "g", "t", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"};
+        int amb = 0;
+        for (size_t i = 0; *p && i < sizeof ambiguous / sizeof ambiguous[0]; i++)
+            amb |= !strcasecmp(p, ambiguous[i]);
+        if (!*p)
+            snprintf(why, whylen, "a unit is needed (%s)", hint);
+        else
+            snprintf(why, whylen, "unknown unit '%s' (%s%s)", p, hint,
+                     amb ? "; KB, MB, GB and lower-case units are ambiguous" : "");
+        return -1;
+    }
+    errno = 0;
+    if (!has_frac) {
+        unsigned long long v = strtoull(s, NULL, 10);
+        if (errno || (v && mult > UINT64_MAX / v)) {
+            snprintf(why, whylen, "too large");
+            return -1;
+        }
+        *out = (uint64_t)v * mult;
+        return 0;
+    }
+    double bytes = strtod(s, NULL) * (double)mult;
+    if (errno || bytes >= 18446744073709551615.0 || bytes != (double)(uint64_t)bytes) {
+        snprintf(why, whylen, "not a whole number of bytes");
+        return -1;
+    }
+    *out = (uint64_t)bytes;
+    return 0;
+}
+
+/* A finite number, the whole string. */
+static inline int cmb_optck_real(const char *s, double *out)
+{
+    char *end;
+    if (!*s || strchr(" \t\n", *s) || !strcasecmp(s, "inf") || !strcasecmp(s, "nan"))
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || v != v || v - v != 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* A whole number, decimal or 0x hex, optional '-'. */
+static inline int cmb_optck_int(const char *s, int64_t *out)
+{
+    char *end;
+    const char *d = *s == '-' ? s + 1 : s;
+    if (*d < '0' || *d > '9')
+        return -1;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static inline int cmb_optck_bool(const char *s, int *out)
+{
+    static const char *const yes[] = {"true", "1", "yes", "on"}, *const no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!strcmp(s, yes[i]) || !strcmp(s, no[i])) {
+            *out = !strcmp(s, yes[i]);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* `s` is one of the '|'-separated choices. */
+static inline int cmb_optck_choice(const char *choices, const char *s)
+{
+    size_t n = strlen(s);
+    for (const char *c = choices; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && !strncmp(c, s, n))
+            return 0;
+        c = bar ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
+/* --- one value against its declaration ----------------------------------------------- */
+
+/* The value as a double for the bound check (sizes and integers too). A
+ * bound may be "max" where the value itself may not. */
+static inline int cmb_optck_number(const cmb_option_decl *d, const char *v, int bound, double *out, char *why,
+                                   size_t whylen)
+{
+    uint64_t u;
+    int64_t i;
+    switch (d->type) {
+    case CMB_OPT_SIZE:
+        if (cmb_optck_size(v, d->unit, bound || (d->flags & CMB_OPT_MAX_OK), &u, why, whylen))
+            return -1;
+        if (!bound && d->flags & CMB_OPT_POW2 && u != UINT64_MAX && u & (u - 1)) {
+            snprintf(why, whylen, "not a power of two");
+            return -1;
+        }
+        *out = (double)u;
+        return 0;
+    case CMB_OPT_INT:
+        if (cmb_optck_int(v, &i)) {
+            snprintf(why, whylen, "expected a whole number");
+            return -1;
+        }
+        if (!bound && d->flags & CMB_OPT_POW2 && (i < 0 || (i & (i - 1)))) {
+            snprintf(why, whylen, "not a power of two");
+            return -1;
+        }
+        *out = (double)i;
+        return 0;
+    case CMB_OPT_REAL:
+        if (cmb_optck_real(v, out)) {
+            snprintf(why, whylen, "expected a number");
+            return -1;
+        }
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Within [min, max], as declared; the bounds print as written. */
+static inline int cmb_optck_bounds(const cmb_option_decl *d, double x, char *why, size_t whylen)
+{
+    double lo = 0, hi = 0;
+    char ignore[8];
+    int has_lo = d->min && !cmb_optck_number(d, d->min, 1, &lo, ignore, sizeof ignore);
+    int has_hi = d->max && !cmb_optck_number(d, d->max, 1, &hi, ignore, sizeof ignore);
+    if ((!has_lo || x >= lo) && (!has_hi || x <= hi))
+        return 0;
+    if (has_lo && has_hi)
+        snprintf(why, whylen, "out of range [%s, %s]", d->min, d->max);
+    else if (has_lo)
+        snprintf(why, whylen, "must be at least %s", d->min);
+    else
+        snprintf(why, whylen, "must be at most %s", d->max);
+    return -1;
+}
+
+/* Checks `value` for option d of `allocator`: 0, or -1 with
+ * "allocator 'A': NAME=VALUE: reason" in err. */
+static inline int cmb_optck_value(const char *allocator, const cmb_option_decl *d, const char *value, char *err,
+                                  size_t errlen)
+{
+    char why[200] = "";
+    double x;
+    int b;
+    int bad = 0;
+    switch (d->type) {
+    case CMB_OPT_SIZE:
+    case CMB_OPT_INT:
+    case CMB_OPT_REAL:
+        bad = cmb_optck_number(d, value, 0, &x, why, sizeof why) || cmb_optck_bounds(d, x, why, sizeof why);
+        break;
+    case CMB_OPT_BOOL:
+        if ((bad = cmb_optck_bool(value, &b)))
+            snprintf(why, sizeof why, "expected true or false");
+        break;
+    case CMB_OPT_ENUM:
+        if ((bad = cmb_optck_choice(d->choices, value)))
+            snprintf(why, sizeof why, "expected one of %s", d->choices);
+        break;
+    case CMB_OPT_STRING:
+        if ((bad = !*value))
+            snprintf(why, sizeof why, "empty");
+        break;
+    }
+    if (bad)
+        snprintf(err, errlen, "allocator '%s': %s=%s: %s", allocator, d->name, value, why);
+    return bad ? -1 : 0;
+}
+
+/* --- a list of options ------------------------------------------------------------------ */
+
+static inline const cmb_option_decl *cmb_optck_find(const cmb_option_decl *decls, const char *name)
+{
+    for (const cmb_option_decl *d = decls; d && d->name; d++)
+        if (!strcmp(d->name, name))
+            return d;
+    return NULL;
+}
+
+/* "allocator 'A': unknown option 'K' (options: a, b, c)". Returns -1. */
+static inline int cmb_optck_unknown(const char *allocator, const cmb_option_decl *decls, const char *key, char *err,
+                                    size_t errlen)
+{
+    size_t used = (size_t)snprintf(err, errlen, "allocator '%s': unknown option '%s' (%s", allocator, key,
+                                   decls && decls->name ? "options: " : "it takes none");
+    for (const cmb_option_decl *d = decls; d && d->name && used < errlen; d++)
+        used += (size_t)snprintf(err + used, errlen - used, "%s%s", d == decls ? "" : ", ", d->name);
+    if (used < errlen)
+        snprintf(err + used, errlen - used, ")");
+    return -1;
+}
+
+/* Every option of opts[0..n-1] is declared and well-formed; two that
+ * exclude each other are not both given; with no_repeats, no key twice
+ * (the user's own list: defaults may be overridden, a repeat is a typo).
+ * 0, or -1 with the first problem in err. */
+static inline int cmb_optck_options(const char *allocator, const cmb_option_decl *decls, const cmb_option *opts,
+                                    size_t n, int no_repeats, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cmb_option_decl *d = cmb_optck_find(decls, opts[i].key);
+        if (!d)
+            return cmb_optck_unknown(allocator, decls, opts[i].key, err, errlen);
+        if (cmb_optck_value(allocator, d, opts[i].value, err, errlen))
+            return -1;
+        for (size_t j = 0; j < i; j++) {
+            if (no_repeats && !strcmp(opts[j].key, opts[i].key)) {
+                snprintf(err, errlen, "allocator '%s': option '%s' given twice", allocator, opts[i].key);
+                return -1;
+            }
+            if (d->excludes && !strcmp(opts[j].key, d->excludes)) {
+                snprintf(err, errlen, "allocator '%s': options %s and %s say the same thing: give one", allocator,
+                         d->excludes, d->name);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CMB_OPTION_CHECK_H */
