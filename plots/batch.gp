@@ -13,7 +13,7 @@ w = 0.8 / n
 set style fill solid 0.7 border -1
 set boxwidth w
 set xtics rotate by -35 left
-set ylabel "largest batch that fits (higher is better)"
+set ylabel "largest batch that fits (samples; higher is better)"
 set yrange [0:*]
 set offsets 0.5, 0.5, 0, 0
 set bmargin 8

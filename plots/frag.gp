@@ -11,7 +11,7 @@ load system("dirname '".ARG0."'")."/common.gp"
 S = distinct("series")
 n = words(S)
 set xtics rotate by -35 left
-set ylabel "fragmentation ratio (lower is better)"
+set ylabel "fragmentation ratio (0-1; lower is better)"
 set yrange [0:*]
 set offsets 0.5, 0.5, 0, 0
 set bmargin 8

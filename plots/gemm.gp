@@ -10,8 +10,8 @@ load system("dirname '".ARG0."'")."/common.gp"
 S = distinct("series")
 set logscale x 2
 set format x "%.0b %BB"
-set xlabel "memory budget"
-set ylabel "time, s"
+set xlabel "memory budget (bytes, binary units)"
+set ylabel "time (seconds)"
 set offsets graph 0.03, graph 0.03, 0, 0
 plot for [i = 1:words(S)] datafile using (strcol("series") eq word(S, i) ? column("budget_bytes") : NaN):"time_s":"time_lo":"time_hi" \
          with yerrorlines lc i pt 7 ps 0.6 title word(S, i)

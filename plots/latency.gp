@@ -11,8 +11,8 @@ S = distinct("series")
 set logscale x 2
 set logscale y 10
 set format x "%.0b %BB"
-set xlabel "size parameter"
-set ylabel "allocate latency, ns (p50 solid, p99 dashed)"
+set xlabel "size parameter (bytes, binary units)"
+set ylabel "allocate latency (nanoseconds; p50 solid, p99 dashed)"
 set offsets graph 0.03, graph 0.03, 0, 0
 plot for [i = 1:words(S)] datafile using (strcol("series") eq word(S, i) ? column("size_bytes") : NaN):"alloc_p50_ns" \
          with linespoints lc i dt 1 pt 7 ps 0.6 title word(S, i), \

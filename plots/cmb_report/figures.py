@@ -195,10 +195,12 @@ def _bar_limits(ax, metric, values, tops, log):
         ax.set_xlim(min(pos) / 1.5, max(tops) * 1.5)
         return
     top = max(tops) if tops else 1.0
+    low = min([0.0] + values)  # a negative value (a peak below what was requested) stays on the axis
+    low = low * 1.25 if low < 0 else 0.0
     if unit == "ratio" and top <= 1.0:
-        ax.set_xlim(0, 1.0)   # a ratio's scale ends at 1
+        ax.set_xlim(low, 1.0)   # a ratio's scale ends at 1
         return
-    ax.set_xlim(0, top * 1.12 if top > 0 else 1)
+    ax.set_xlim(low, top * 1.12 if top > 0 else 1)
     if unit == "bytes":
         _binary_ticks(ax.xaxis, top * 1.12)
 
@@ -216,10 +218,10 @@ def _draw_bar(ax, run_i, n_runs, y, case, cell, metric, overlay, color, run_labe
     if overlay and case.stat(overlay):
         ax.plot([case.stat(overlay).median] * 2, [y - bar_h * 0.45, y + bar_h * 0.45], color="black", linewidth=2,
                 label=M.metric(overlay).label if first and run_i == 0 else None)
-    t = ax.text(max(st.hi, st.median), y, " " + M.fmt_value(metric, st.median) + (" (partial)" if cell.partial
-                                                                                  else ""),
+    t = ax.text(max(st.hi, st.median, 0), y, " " + M.fmt_value(metric, st.median) + (" (partial)" if cell.partial
+                                                                                     else ""),
                 va="center", ha="left", fontsize=7)
-    t.bar_end = st.median
+    t.bar_end = max(st.median, 0) if st.median >= 0 else 0
     return t
 
 

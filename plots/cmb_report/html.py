@@ -136,7 +136,7 @@ def _header(page, runs):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page.add(f"<h1>cumembench report</h1>\n<p><small>generated {esc(now)} from "
              f"{len(runs)} result director{'y' if len(runs) == 1 else 'ies'}</small></p>\n")
-    page.add("<table><tr><th class='l'>column</th><th class='l'>directory</th><th class='l'>mode</th>"
+    page.add("<div class='scroll'><table><tr><th class='l'>column</th><th class='l'>directory</th><th class='l'>mode</th>"
              "<th class='l'>GPU</th><th class='l'>driver</th><th class='l'>CUDA runtime</th><th class='l'>preset</th>"
              "<th class='l'>revision</th><th class='l'>date</th><th>ok</th><th>partial</th>"
              "<th title='ran, but the workload did not fit: some allocations failed'>did not fit</th><th>failed</th>"
@@ -149,7 +149,7 @@ def _header(page, runs):
                  f"<td class='l'>{esc(c.get('cuda_runtime', '-'))}</td><td class='l'>{esc(c.get('preset', '-'))}</td>"
                  f"<td class='l'>{esc(c.get('cumembench_revision', '-'))}</td><td class='l'>{esc(c.get('date', '-'))}"
                  f"</td><td>{n['ok']}</td><td>{n['partial']}</td><td>{n['oom']}</td><td>{n['failed']}</td><td>{n['skipped']}</td></tr>\n")
-    page.add("</table>\n")
+    page.add("</table></div>\n")
     if any(r.mode == "sim" for r in runs):
         page.add("<p class='note'>Sim mode: peaks, fragmentation and capacity are exact over a simulated device; "
                  "times are the host-side bookkeeping cost only. GPU timings need a run on a GPU.</p>\n")
@@ -185,8 +185,9 @@ def _answers(page, runs, scenarios):
                 continue
             fit_cls = "oom" if a.not_fit != "everything that ran fit" else ""
             failed = f"<br><span class='failed'>failed: {esc(a.failed)}</span>" if a.failed else ""
+            time = a.time.split("; emulations' times")[0]  # said once, under the table
             page.add(f"<tr><td class='l'><a href='#s-{_slug(s)}'>{esc(s)}</a></td><td class='l wrap'>"
-                     f"{esc(a.memory)}</td>" + (f"<td class='l wrap'>{esc(a.time)}</td>" if timed else "") +
+                     f"{esc(a.memory)}</td>" + (f"<td class='l wrap'>{esc(time)}</td>" if timed else "") +
                      f"<td class='l wrap {fit_cls}'>{esc(a.not_fit)}{failed}</td></tr>\n")
         page.add("</table>\n")
         if not timed:
