@@ -59,8 +59,21 @@ const cmb_allocator_methods *cmb_methods_from_abi(const cmb_allocator_methods *m
         return m;
     if (m->abi_version != version)
         return NULL;
-    cmb_allocator_methods *whole = calloc(1, sizeof *whole);
-    if (whole)
-        memcpy(whole, m, offsetof(cmb_allocator_methods, options)); /* version 1's fields */
+    /* One copy per table, kept where it stays reachable (a library loaded
+     * twice hands back the same table): no copy per load, none leaked. */
+    static struct {
+        const cmb_allocator_methods *from;
+        cmb_allocator_methods whole;
+    } copies[16];
+    static size_t n_copies;
+    for (size_t i = 0; i < n_copies; i++)
+        if (copies[i].from == m)
+            return &copies[i].whole;
+    if (n_copies == sizeof copies / sizeof copies[0])
+        return NULL;
+    cmb_allocator_methods *whole = &copies[n_copies].whole;
+    memset(whole, 0, sizeof *whole);
+    memcpy(whole, m, offsetof(cmb_allocator_methods, options)); /* version 1's fields */
+    copies[n_copies++].from = m;
     return whole;
 }
