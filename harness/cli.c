@@ -73,7 +73,12 @@ static int set_u64(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *e
 static int set_size(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
 {
     uint64_t *out = FIELD(cli, o, uint64_t);
-    if (cmb_parse_size(v, out) || (double)*out < o->lo) {
+    char why[160];
+    if (cmb_parse_size_strict(v, "B", out, why, sizeof why)) { /* "64mb" is refused, never read as MiB */
+        snprintf(err, errlen, "%s expects %s, got '%s': %s", o->name, o->what, v, why);
+        return -1;
+    }
+    if ((double)*out < o->lo) {
         snprintf(err, errlen, "%s expects %s, got '%s'", o->name, o->what, v);
         return -1;
     }
@@ -303,8 +308,35 @@ const char *cmb_cli_value(int argc, char **argv, int *i, char *err, size_t errle
     return argv[++*i];
 }
 
+/* Options that contradict each other, or a parameter given twice: refused
+ * rather than one silently winning. `given` marks the table's options seen. */
+static int check_conflicts(cmb_cli *cli, const unsigned char *given, char *err, size_t errlen)
+{
+    int device_given = 0, capacity_given = 0;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        device_given |= given[i] && !strcmp(options[i].name, "--device");
+        capacity_given |= given[i] && !strcmp(options[i].name, "--capacity");
+    }
+    cli->device_given = device_given; /* in sim mode it only labels the run: said when the run starts */
+    for (size_t k = 0; k < cli->n_overrides; k++) {
+        const char *name = cli->overrides[k].name;
+        if (capacity_given && !strcmp(name, "capacity")) {
+            snprintf(err, errlen, "--capacity and --param capacity=... both set the device size: give one");
+            return -1;
+        }
+        for (size_t j = 0; j < k; j++)
+            if (!strcmp(cli->overrides[j].name, name)) {
+                snprintf(err, errlen, "--param %s is given twice (a sweep is one --param %s=A,B)", name, name);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 {
+    unsigned char given[N_OPTIONS];
+    memset(given, 0, sizeof given);
     defaults(cli);
     for (int i = 1; i < argc; i++) {
         const cmb_cli_option *o = cmb_cli_match(argv[i]);
@@ -315,9 +347,17 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
         const char *v = o->metavar ? cmb_cli_value(argc, argv, &i, err, errlen) : NULL;
         if (o->metavar && !v)
             return -1;
+        size_t idx = (size_t)(o - options);
+        if (given[idx] && o->set != set_param && !(o->flags & (CMB_OPT_INTERNAL | CMB_OPT_RESUMABLE))) {
+            snprintf(err, errlen, "%s is given twice: give it once (a list is comma-separated)", o->name);
+            return -1;
+        }
+        given[idx] = 1;
         if (o->set(cli, o, v, err, errlen))
             return -1;
     }
+    if (check_conflicts(cli, given, err, errlen))
+        return -1;
     if (!cli->repetitions)
         cli->repetitions = CMB_DEFAULT_REPETITIONS; /* the full preset widens the grids, not the repetitions */
     return 0;

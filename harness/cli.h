@@ -37,6 +37,7 @@ typedef struct cmb_cli {
     int repetitions;       /* 0: the preset's default                        */
     uint64_t capacity;     /* 0: default (sim CMB_DEFAULT_SIM_CAPACITY; GPU none) */
     int device;
+    int device_given;      /* --device was on the command line               */
     double case_timeout_s;
     int quiet;
     cmb_fault_spec fault;

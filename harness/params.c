@@ -37,8 +37,15 @@ static int choice_ok(const char *choices, const char *v)
 static int check_bounds(const cmb_param_spec *spec, double v, const char *value, char *err, size_t errlen)
 {
     if (v < spec->min || v > spec->max) {
-        snprintf(err, errlen, "parameter %s=%s is out of range [%.17g, %.17g]", spec->name, value,
-                 spec->min, spec->max);
+        char lo[32], hi[32];
+        if (spec->type == CMB_P_SIZE) {
+            cmb_format_size((uint64_t)spec->min, lo, sizeof lo);
+            cmb_format_size((uint64_t)spec->max, hi, sizeof hi);
+        } else { /* 0.95, not 0.94999999999999996 */
+            snprintf(lo, sizeof lo, "%.15g", spec->min);
+            snprintf(hi, sizeof hi, "%.15g", spec->max);
+        }
+        snprintf(err, errlen, "parameter %s=%s is out of range [%s, %s]", spec->name, value, lo, hi);
         return -1;
     }
     return 0;
@@ -50,6 +57,7 @@ int cmb_param_canonical(const cmb_param_spec *spec, const char *value, char *out
     uint64_t u;
     double d;
     int b;
+    char why[160];
     switch (spec->type) {
     case CMB_P_INT:
         if (cmb_parse_u64(value, &u)) {
@@ -61,9 +69,8 @@ int cmb_param_canonical(const cmb_param_spec *spec, const char *value, char *out
         snprintf(out, outlen, "%llu", (unsigned long long)u);
         return 0;
     case CMB_P_SIZE:
-        if (cmb_parse_size(value, &u)) {
-            snprintf(err, errlen, "parameter %s=%s: expected a size such as 4096, 64KiB, 2MiB, 1GiB",
-                     spec->name, value);
+        if (cmb_parse_size_strict(value, "B", &u, why, sizeof why)) { /* bare numbers are bytes */
+            snprintf(err, errlen, "parameter %s=%s: %s", spec->name, value, why);
             return -1;
         }
         if (check_bounds(spec, (double)u, value, err, errlen))

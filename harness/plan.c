@@ -25,6 +25,11 @@ static int split_list(const char *list, char items[][512], size_t max, size_t *n
             snprintf(err, errlen, "too many or too long %s names", what);
             return -1;
         }
+        for (size_t j = 0; j < *n; j++)
+            if (!strcmp(items[j], tok)) { /* two cases under one name: refused */
+                snprintf(err, errlen, "%s '%s' is listed twice", what, tok);
+                return -1;
+            }
         snprintf(items[(*n)++], 512, "%s", tok);
     }
     if (!*n || strstr(list, ",,") || list[0] == ',' || list[strlen(list) - 1] == ',') {

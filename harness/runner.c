@@ -309,6 +309,8 @@ static void announce(const cmb_cli *cli, const cmb_plan *p, const cmb_env *env, 
             mode == CMB_MODE_GPU ? "gpu on " : "sim", mode == CMB_MODE_GPU ? cmb_env_get(env, "gpu_name") : "",
             to_run, p->n_skipped, cli->repetitions, (unsigned long long)cli->seed);
     fprintf(stderr, "cumembench: writing %s/results.json and results.csv\n", dir);
+    if (mode == CMB_MODE_SIM && cli->device_given)
+        fprintf(stderr, "cumembench: sim mode: --device %d selects no GPU; it only numbers the run\n", cli->device);
     cmb_plan_print_skipped(p, stderr);
 }
 

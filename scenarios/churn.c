@@ -232,7 +232,7 @@ static int churn_check(const cmb_case *c, char *reason, size_t len)
 static const cmb_param_spec churn_params[] = {
     {"n", CMB_P_INT, "10000", "1000,10000,100000", 1, 1e8, NULL, "number of allocations (RMM: num_allocations)"},
     {"max_size", CMB_P_SIZE, "1MiB,64MiB", "1MiB,4MiB,64MiB,256MiB,1GiB,4GiB", 1, 1099511627776.0, NULL,
-     "largest allocation (RMM: max_size in MiB)"},
+     "largest allocation, with a unit (bare numbers are bytes; RMM's benchmark takes MiB)"},
     {"dist", CMB_P_CHOICE, "uniform", "uniform", 0, 0, "uniform|loguniform|bimodal",
      "size distribution"},
     {"live_cap", CMB_P_SIZE, "16000MiB", "16000MiB", 1, 1099511627776.0, NULL,

@@ -73,6 +73,18 @@ static const bad_case bad[] = {
     {"--resume=", "--resume needs the directory"},
     {"--resume /nonexistent/run", "only --quiet and --case-timeout may be given beside it"},
     {"--fault every=2,bogus=1", "--fault: expected"},
+    /* duplicates, contradictions and ambiguous units: refused, never one silently winning */
+    {"--scenario churn,churn --allocator bfc", "scenario 'churn' is listed twice"},
+    {"--scenario churn --allocator bfc,bfc", "allocator 'bfc' is listed twice"},
+    {"--scenario churn --scenario replay", "--scenario is given twice"},
+    {"--capacity 4GiB --param capacity=8GiB --scenario replay", "both set the device size"},
+    {"--param max_size=64mb --scenario churn", "ambiguous"},
+    {"--param max_size=64MB --scenario churn", "ambiguous"},
+    {"--capacity 64mb", "ambiguous"},
+    {"--param fill=1.5 --scenario churn", "out of range [0, 0.95]"},
+    /* allocator options checked before anything runs */
+    {"--allocator bfc:foo=bar --scenario churn", "allocator 'bfc': unknown option 'foo'"},
+    {"--allocator torch-caching:max_split_size=banana --scenario churn", "max_split_size=banana: expected a size"},
 };
 
 static int count_lines(const char *s)
@@ -93,9 +105,11 @@ static void malformed_invocations(void **state)
         char outdir[512];
         snprintf(outdir, sizeof outdir, "%s/out", dir);
         snprintf(args, sizeof args, "--mode sim --quiet --out %s %s", outdir, bad[i].args);
-        /* the last options win for --mode: "--mode gpu" is tested as given */
+        /* an option given twice is refused: a case that sets --mode is run with its own */
         if (!strcmp(bad[i].args, "--mode gpu"))
             snprintf(args, sizeof args, "--mode gpu --out %s", outdir);
+        else if (!strncmp(bad[i].args, "--mode ", 7))
+            snprintf(args, sizeof args, "--quiet --out %s %s", outdir, bad[i].args);
         if (!strcmp(bad[i].args, "--out"))
             snprintf(args, sizeof args, "--mode sim --out");
         int rc = cmb_test_run(args, out, sizeof out);

@@ -25,8 +25,12 @@ static void canonical_values(void **state)
     assert_string_equal(out, "1MiB");
     assert_int_equal(cmb_param_canonical(max, "1536KiB", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "1536KiB");
-    assert_int_equal(cmb_param_canonical(max, "4G", out, sizeof out, err, sizeof err), 0);
+    assert_int_equal(cmb_param_canonical(max, "4GiB", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "4GiB");
+    /* "4G", "64mb", "64MB": powers of 1000 or 1024? refused, never guessed */
+    assert_int_equal(cmb_param_canonical(max, "4G", out, sizeof out, err, sizeof err), -1);
+    assert_int_equal(cmb_param_canonical(max, "64mb", out, sizeof out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ambiguous"));
     assert_int_equal(cmb_param_canonical(fill, "0.50", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "0.5");
     assert_int_equal(cmb_param_canonical(flag, "yes", out, sizeof out, err, sizeof err), 0);

@@ -73,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               "a canonical value is accepted", s);
         check(strcmp(canon, again) == 0, "canonical spelling is a fixed point", s);
         if (spec->type == CMB_P_SIZE) {
-            check(cmb_parse_size(s, &u) == 0 && cmb_parse_size(canon, &v) == 0 && u == v,
+            check(cmb_parse_size_strict(s, "B", &u, NULL, 0) == 0 &&
+                      cmb_parse_size_strict(canon, "B", &v, NULL, 0) == 0 && u == v,
                   "a size reads back to the same bytes", s);
         }
     }
