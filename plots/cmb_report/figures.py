@@ -13,8 +13,10 @@ import json
 import math
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
+import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
@@ -89,8 +91,9 @@ def _png(fig, labels=()):
     renderer = fig.canvas.get_renderer()
     meta = {"w": w, "h": h, "axes": [box(ax.get_window_extent(renderer)) for ax in axes],
             "labels": [box(t.get_window_extent(renderer)) + [axes.index(t.axes)] for t in labels]}
+    # the canvas is drawn already: encode its pixels rather than render it again
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
+    matplotlib.image.imsave(buf, np.asarray(fig.canvas.buffer_rgba()), format="png", dpi=DPI)
     plt.close(fig)
     out = Png(buf.getvalue())
     out.meta = json.dumps(meta, separators=(",", ":"))
@@ -111,7 +114,8 @@ def _fit_labels(fig, labels):
             t.set_horizontalalignment("right")
             t.set_bbox({"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 0.5})
             moved = True
-    if moved:
+    if moved:  # the layout is settled: redraw without laying it out again (and slowly) for a label
+        fig.set_layout_engine("none")
         fig.canvas.draw()
     return list(labels)
 
