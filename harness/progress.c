@@ -100,7 +100,11 @@ void cmb_progress_case_start(cmb_progress_view *v, const char *prefix, const cha
     v->last_shown = 0;
     if (!v->out)
         return;
-    fprintf(v->out, "%s ", prefix);
+    /* a terminal shows the short label while the case runs (a long name
+     * would wrap, and \r rewrites the last row only); the prefix comes back
+     * with the result */
+    v->shown = v->tty;
+    fprintf(v->out, "%s ", v->tty ? v->label : prefix);
     fflush(v->out);
 }
 
@@ -121,7 +125,7 @@ void cmb_progress_show(cmb_progress_view *v, const cmb_wire_progress *p)
     v->seen = p->seq;
     v->last_shown = now;
     cmb_progress_format(p, text, sizeof text);
-    if (v->eta && v->eta_n > 1) {
+    if (v->eta && v->running > 0 && v->running + 1 < v->eta_n) { /* one finished, one to come */
         double left = cmb_eta_left(v->eta, v->eta_n, v->running, now - v->case_t0, cmb_progress_left(p));
         snprintf(text + strlen(text), sizeof text - strlen(text), " (run ~%.0f s)", left);
     }

@@ -46,8 +46,8 @@ typedef struct cmb_progress_view {
 } cmb_progress_view;
 
 void cmb_progress_view_init(cmb_progress_view *v, FILE *out);
-/* A case starts: prints its prefix ("[3/8] name "), as before progress;
- * its progress lines lead with `label`;
+/* A case starts: prints its prefix ("[3/8] name "; on a terminal the
+ * short label until the result); its progress lines lead with `label`;
  * `running` indexes it in v->eta. */
 void cmb_progress_case_start(cmb_progress_view *v, const char *prefix, const char *label, size_t running);
 /* Shows p when it is new (and, off a terminal, every_s after the last). */
