@@ -74,6 +74,14 @@ struct cmb_case {
     int holding;            /* 1: a holder process; 2: a sim cap          */
     cmb_upstream *capped;   /* the upstream a sim cap applies to          */
     uint64_t saved_cap;
+
+    /* progress records to the parent (cmb_case_progress) */
+    int result_fd;            /* -1: none (a check in the parent)          */
+    double progress_next;     /* wall time the next record may go          */
+    double progress_every;    /* seconds between records                   */
+    double series_t0;         /* when the current done/total series began  */
+    uint64_t series_last;     /* the last `done`, to see a series restart  */
+    unsigned progress_calls;
 };
 
 /* --- names ---------------------------------------------------------------------- */
@@ -761,6 +769,40 @@ static void case_bench_fn(cmb_bench_state *bs, void *arg)
         run_one_repetition(c);
 }
 
+/* --- progress ------------------------------------------------------------------------------------ */
+
+/* Seconds from an environment variable (tests make progress prompt), or def. */
+static double env_seconds(const char *name, double def)
+{
+    const char *v = getenv(name);
+    char *end;
+    double x = v && *v ? strtod(v, &end) : def;
+    return v && *v && !*end && x >= 0 ? x : def;
+}
+
+static void progress_start(cmb_case *c, int result_fd)
+{
+    c->result_fd = result_fd;
+    c->progress_every = env_seconds("CMB_PROGRESS_EVERY_S", 1.0);
+    c->progress_next = cmb_now_s() + env_seconds("CMB_PROGRESS_AFTER_S", 2.0); /* short cases send none */
+}
+
+void cmb_case_progress(cmb_case *c, uint64_t done, uint64_t total, const char *what)
+{
+    if (c->result_fd < 0)
+        return;
+    if (done < c->series_last || !c->series_t0)
+        c->series_t0 = cmb_now_s(); /* a new loop: its rate starts here */
+    c->series_last = done;
+    if ((c->progress_calls++ & 255) != 0)
+        return; /* the clock is read on one call in 256 */
+    double now = cmb_now_s();
+    if (now < c->progress_next)
+        return;
+    c->progress_next = now + c->progress_every;
+    cmb_wire_write_progress(c->result_fd, done, total, now - c->series_t0, what ? what : "");
+}
+
 /* --- the child's entry -------------------------------------------------------------------------- */
 
 typedef struct sink_ctx {
@@ -809,6 +851,7 @@ int cmb_case_run_child(const cmb_case_spec *cs, int result_fd)
         return 2;
     }
     c.up_kind = cmb_case_upstream_kind(cs, c.m);
+    progress_start(&c, result_fd);
     if (cs->mode == CMB_MODE_GPU && init_gpu(cs))
         return 3;
 
@@ -834,6 +877,7 @@ int cmb_case_check(const cmb_case_spec *cs, uint64_t capacity, char *reason, siz
     cmb_case c;
     memset(&c, 0, sizeof c);
     c.spec = cs;
+    c.result_fd = -1;
     c.main.capacity = capacity;
     c.in = &c.main;
     if (!cs->scenario->check)

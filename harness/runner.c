@@ -22,6 +22,7 @@
 #include "env.h"
 #include "output.h"
 #include "plan.h"
+#include "progress.h"
 #include "resume.h"
 #include "schema.h"
 #include "spawn.h"
@@ -112,13 +113,21 @@ typedef struct run_ctx {
     cmb_output *out;
     cmb_devcheck *dc;
     run_totals tot;
+    cmb_progress_view view; /* its out is NULL under --quiet */
 } run_ctx;
+
+/* A child's results, and its progress on the console as it comes. */
+typedef struct case_watch {
+    cmb_wire_reader *reader;
+    cmb_progress_view *view;
+} case_watch;
 
 static void feed_results(void *ctx, const char *data, size_t len)
 {
-    cmb_wire_reader *r = ctx;
-    if (!r->error[0])
-        cmb_wire_feed(r, data, len);
+    case_watch *w = ctx;
+    if (!w->reader->error[0])
+        cmb_wire_feed(w->reader, data, len);
+    cmb_progress_show(w->view, &w->reader->progress);
 }
 
 /* Runs the case's child: `self --child --result-fd 3 --case RECORD`. */
@@ -136,7 +145,9 @@ static int spawn_case(run_ctx *rc, const cmb_planned_case *pc, cmb_wire_reader *
     fflush(rc->out->log);
     cmb_devcheck_before(rc->dc);
     double t0 = cmb_now_s();
-    int failed = cmb_spawn_run(argv, rc->timeout_s, feed_results, reader, NULL, NULL, rc->out->log, res);
+    case_watch watch = {reader, &rc->view};
+    int failed = cmb_spawn_run(argv, rc->timeout_s, feed_results, &watch, NULL, NULL, rc->out->log, res);
+    cmb_progress_case_end(&rc->view);
     *seconds = cmb_now_s() - t0;
     cmb_devcheck_after(rc->dc);
     fprintf(rc->out->log, "--- %s: %.2f s in its process\n", pc->spec.name, *seconds);
@@ -314,42 +325,70 @@ static void announce(const cmb_cli *cli, const cmb_plan *p, const cmb_env *env, 
     cmb_plan_print_skipped(p, stderr);
 }
 
+/* The cases this run will start, in order, for the time left (progress.h):
+ * grouped by scenario, none finished yet. NULL when there is no memory
+ * (the time left is then not shown). */
+static cmb_eta_case *eta_cases(const cmb_plan *p, const cmb_resume *rs, size_t to_run)
+{
+    cmb_eta_case *e = calloc(to_run ? to_run : 1, sizeof *e);
+    size_t k = 0;
+    for (size_t i = 0; e && i < p->n && k < to_run; i++) {
+        if (p->cases[i].skip || cmb_resume_is_done(rs, p->cases[i].spec.name))
+            continue;
+        e[k].group = p->cases[i].spec.scenario;
+        e[k++].seconds = -1;
+    }
+    return e;
+}
+
+static int record_skipped(run_ctx *rc, const cmb_planned_case *pc, char *err, size_t errlen)
+{
+    row_text text;
+    cmb_case_row row;
+    case_row(pc, &row, &text);
+    if (cmb_output_case_status(rc->out, &row, CMB_STATUS_SKIPPED, pc->reason, err, errlen))
+        return -1;
+    rc->tot.skipped++;
+    return 0;
+}
+
 /* Runs (or records as skipped) every case the earlier part of the run did
  * not finish. 0, or -1 when the output cannot be written. */
-static int run_cases(run_ctx *rc, const cmb_cli *cli, const cmb_plan *p, const cmb_resume *rs, size_t to_run,
-                     char *err, size_t errlen)
+static int run_cases(run_ctx *rc, const cmb_plan *p, const cmb_resume *rs, size_t to_run, char *err,
+                     size_t errlen)
 {
     double t0 = cmb_now_s();
     size_t done = 0;
-    int width = snprintf(NULL, 0, "%zu", to_run);
-    for (size_t i = 0; i < p->n && !cmb_interrupted; i++) {
+    int width = snprintf(NULL, 0, "%zu", to_run), st = 0;
+    cmb_eta_case *eta = eta_cases(p, rs, to_run);
+    rc->view.eta = eta;
+    rc->view.eta_n = eta ? to_run : 0;
+    for (size_t i = 0; i < p->n && !cmb_interrupted && !st; i++) {
         const cmb_planned_case *pc = &p->cases[i];
-        char line[1024];
+        char line[1024], prefix[320], label[160];
         if (cmb_resume_is_done(rs, pc->spec.name))
             continue; /* finished before the run was interrupted */
         if (pc->skip) {
-            row_text text;
-            cmb_case_row row;
-            case_row(pc, &row, &text);
-            if (cmb_output_case_status(rc->out, &row, CMB_STATUS_SKIPPED, pc->reason, err, errlen))
-                return -1;
-            rc->tot.skipped++;
+            st = record_skipped(rc, pc, err, errlen);
             continue;
         }
         done++;
-        if (!cli->quiet) {
-            fprintf(stderr, "[%*zu/%zu] %s ", width, done, to_run, pc->spec.name);
-            fflush(stderr);
-        }
-        if (run_case(rc, pc, line, sizeof line, err, errlen))
-            return -1;
-        if (!cli->quiet) {
-            double elapsed = cmb_now_s() - t0;
-            double eta = done < to_run ? elapsed / (double)done * (double)(to_run - done) : 0;
-            fprintf(stderr, " %s  [%.0fs elapsed, ~%.0fs left]\n", line, elapsed, eta);
+        snprintf(prefix, sizeof prefix, "[%*zu/%zu] %s", width, done, to_run, pc->spec.name);
+        snprintf(label, sizeof label, "[%*zu/%zu] %s %s", width, done, to_run, pc->spec.scenario->name,
+                 pc->spec.alloc.name);
+        cmb_progress_case_start(&rc->view, prefix, label, done - 1);
+        double case_t0 = cmb_now_s();
+        st = run_case(rc, pc, line, sizeof line, err, errlen);
+        if (eta && done <= to_run)
+            eta[done - 1].seconds = cmb_now_s() - case_t0;
+        if (!st && rc->view.out) {
+            double left = eta && done < to_run ? cmb_eta_left(eta, to_run, to_run, 0, -1) : 0;
+            fprintf(stderr, " %s  [%.0fs elapsed, ~%.0fs left]\n", line, cmb_now_s() - t0, left);
         }
     }
-    return 0;
+    rc->view.eta = NULL;
+    free(eta);
+    return st;
 }
 
 /* The totals, then the answer table (or why nothing ran: then 1). */
@@ -425,7 +464,8 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     size_t to_run = cases_to_run(&p, &rs);
     announce(cli, &p, &env, mode, to_run, dir);
     double t0 = cmb_now_s();
-    if (run_cases(&rc, cli, &p, &rs, to_run, err, sizeof err)) {
+    cmb_progress_view_init(&rc.view, cli->quiet ? NULL : stderr);
+    if (run_cases(&rc, &p, &rs, to_run, err, sizeof err)) {
         fprintf(stderr, "cumembench: %s\n", err);
         cmb_output_close(&out, err, sizeof err);
         status = 1;

@@ -6,6 +6,7 @@
  *     error<TAB>error_message<TAB>label
  *   C<TAB>name<TAB>value<TAB>flags<TAB>one_k_1024
  *   E
+ *   P<TAB>done<TAB>total<TAB>seconds<TAB>what      (progress, between runs)
  * Strings are sanitized (no tabs or newlines) before they are written.
  */
 #include "wire.h"
@@ -59,6 +60,15 @@ int cmb_wire_write_run(int fd, const cmb_bench_run *r)
     int rc = n < cap ? cmb_write_all(fd, buf, n) : -1;
     free(buf);
     return rc;
+}
+
+int cmb_wire_write_progress(int fd, uint64_t done, uint64_t total, double seconds, const char *what)
+{
+    char buf[256], w[64];
+    clean_copy(w, sizeof w, what);
+    int n = snprintf(buf, sizeof buf, "P\t%llu\t%llu\t%.17g\t%s\n", (unsigned long long)done,
+                     (unsigned long long)total, seconds, w);
+    return n > 0 && (size_t)n < sizeof buf ? cmb_write_all(fd, buf, (size_t)n) : -1;
 }
 
 void cmb_wire_reader_init(cmb_wire_reader *r)
@@ -147,6 +157,17 @@ static int feed_line(cmb_wire_reader *r, char *line)
         k->value = strtod(f[2], NULL);
         k->flags = (unsigned)strtoul(f[3], NULL, 10);
         k->one_k_1024 = atoi(f[4]);
+        return 0;
+    }
+    if (!strcmp(f[0], "P")) {
+        if (r->in_run || n != 5)
+            return bad(r, "progress record");
+        cmb_wire_progress *p = &r->progress;
+        p->done = strtoull(f[1], NULL, 10);
+        p->total = strtoull(f[2], NULL, 10);
+        p->seconds = strtod(f[3], NULL);
+        snprintf(p->what, sizeof p->what, "%s", f[4]);
+        p->seq++;
         return 0;
     }
     if (!strcmp(f[0], "E"))

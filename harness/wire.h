@@ -7,11 +7,14 @@
  *
  * Child to parent: its runs, one text record per run on a pipe,
  * tab-separated, numbers in %.17g so no precision is lost. A run the child
- * did not finish never arrives, so a crash loses only the case in flight. */
+ * did not finish never arrives, so a crash loses only the case in flight.
+ * Between runs, progress records (cmb_case_progress): the parent keeps the
+ * latest, for the console only. */
 #ifndef CMB_WIRE_H
 #define CMB_WIRE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cmb_bench.h"
 
@@ -29,6 +32,17 @@ int cmb_wire_case_decode(const char *record, struct cmb_case_spec *cs, char *err
 /* Writes one run; 0 or -1 on a write error. */
 int cmb_wire_write_run(int fd, const cmb_bench_run *r);
 
+/* Writes one progress record: done of total `what`, `seconds` into the
+ * loop; 0 or -1 on a write error. */
+int cmb_wire_write_progress(int fd, uint64_t done, uint64_t total, double seconds, const char *what);
+
+typedef struct cmb_wire_progress {
+    unsigned seq; /* records received; 0: none yet */
+    uint64_t done, total;
+    double seconds;
+    char what[64];
+} cmb_wire_progress;
+
 typedef struct cmb_wire_reader {
     cmb_bench_run *runs;
     size_t n, cap;
@@ -37,6 +51,7 @@ typedef struct cmb_wire_reader {
     char pending[8192]; /* partial line between reads */
     size_t pending_len;
     char error[256];
+    cmb_wire_progress progress; /* the latest progress record */
 } cmb_wire_reader;
 
 void cmb_wire_reader_init(cmb_wire_reader *r);

@@ -99,6 +99,7 @@ static cmb_status random_phase(cmb_case *c, cmb_rng *rng, block_list *live)
     cmb_stream s = cmb_case_stream(c, 0);
 
     for (uint64_t step = 0; step < 2 * n; step++) {
+        cmb_case_progress(c, step, 2 * n, "steps");
         uint64_t size = draw_size(rng, dist, max);
         int do_alloc = 1;
         if (live->n) {

@@ -124,6 +124,8 @@ typedef struct replay_run {
     uint64_t ooms;
     int honour_syncs;
     uint64_t passes;
+    uint64_t pass;       /* the pass under way, for progress */
+    const char *what;    /* what progress counts ("events") */
 } replay_run;
 
 static cmb_status sync_stream(cmb_case *c, int index)
@@ -160,6 +162,7 @@ static cmb_status replay_events(cmb_case *c, void *arg)
     memset(run->ptr, 0, (size_t)t->slots * sizeof *run->ptr);
     run->ooms = 0;
     for (uint64_t pass = 0; pass < run->passes; pass++) {
+        run->pass = pass;
         cmb_status st = replay_pass(c, run, streams);
         if (st == CMB_OK && pass + 1 < run->passes)
             st = end_pass(c, run, streams[0]);
@@ -172,9 +175,11 @@ static cmb_status replay_events(cmb_case *c, void *arg)
 static cmb_status replay_pass(cmb_case *c, replay_run *run, cmb_stream *streams)
 {
     const loaded_trace *t = run->t;
+    uint64_t base = run->pass * t->n, total = run->passes * t->n;
     for (size_t i = 0; i < t->n; i++) {
         const packed_event *e = &t->ev[i];
         cmb_status st;
+        cmb_case_progress(c, base + i, total, run->what);
         switch (e->op) {
         case CMB_TRACE_ALLOC:
             st = cmb_alloc(c, e->size, streams[e->stream], &run->ptr[e->slot]);
@@ -207,11 +212,15 @@ static cmb_status replay_pass(cmb_case *c, replay_run *run, cmb_stream *streams)
 typedef struct fit_probe {
     replay_run *run;
     uint64_t ooms;
+    int trials;
+    char what[64]; /* progress: which trial of the search */
 } fit_probe;
 
 static cmb_status fit_fn(cmb_case *c, void *arg)
 {
     fit_probe *p = arg;
+    snprintf(p->what, sizeof p->what, "events, min-capacity trial %d", ++p->trials);
+    p->run->what = p->what;
     cmb_status st = replay_events(c, p->run);
     p->ooms = p->run->ooms;
     return st;
@@ -245,7 +254,7 @@ static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, u
     const uint64_t step = MIN_CAPACITY_STEP;
     replay_run once = *run;
     once.passes = 1; /* one pass decides whether the trace fits */
-    fit_probe p = {&once, 0};
+    fit_probe p = {&once, 0, 0, ""};
     lo = lo / step * step;
     hi = hi ? (hi + step - 1) / step * step : step;
     *best = 0;
@@ -321,7 +330,7 @@ static cmb_status replay_run_case(cmb_case *c)
     if (cache.folded_streams)
         cmb_case_note(c, "more than %d streams: extra streams share handles", MAX_STREAMS);
     replay_run run = {&cache, calloc(cache.slots ? cache.slots : 1, sizeof(void *)), 0,
-                      cmb_param_bool(c, "sync"), cmb_param_u64(c, "passes")};
+                      cmb_param_bool(c, "sync"), cmb_param_u64(c, "passes"), 0, "events"};
     if (!run.ptr)
         return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
     cmb_case_set_op_timing(c, cmb_param_bool(c, "op_latency"));

@@ -190,6 +190,13 @@ cmb_status cmb_case_fail(cmb_case *c, cmb_status status, const char *fmt, ...);
  * and "did not fit: N allocations failed" (harness/schema.h), the console
  * says so, and the run's exit status stays 0. n_failed 0 clears it. */
 void cmb_case_set_oom(cmb_case *c, uint64_t n_failed);
+/* How far a long loop has come: `done` of `total` units of `what`
+ * ("events"). Cheap enough to call per operation: the clock is read on one
+ * call in 256, and a record goes to the parent at most once a second, the
+ * first after 2 s (CMB_PROGRESS_AFTER_S, CMB_PROGRESS_EVERY_S), so short
+ * cases send none. The parent shows it on the console, never in results.
+ * A `done` below the previous one starts a new loop (its own rate). */
+void cmb_case_progress(cmb_case *c, uint64_t done, uint64_t total, const char *what);
 /* Leave live blocks unfreed at the end (leak-check scenarios). */
 void cmb_case_keep_live_blocks(cmb_case *c);
 

@@ -1,0 +1,159 @@
+/* test_progress.c - progress inside a case and the time left: the
+ * per-scenario estimate, the progress record on the wire, the console
+ * line, and a whole sim replay that shows progress on stderr while its
+ * results.csv matches a --quiet run's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness/progress.h"
+#include "harness/wire.h"
+#include "support/run.h"
+
+/* --- the time left ------------------------------------------------------------------------------ */
+
+static void eta_uses_the_mean_of_each_scenario(void **state)
+{
+    (void)state;
+    static const char a, b, c; /* three scenarios */
+    cmb_eta_case cases[] = {
+        {&a, 2.0}, {&a, 4.0}, {&b, 10.0}, /* finished: a's mean 3, b's 10, all 16/3 */
+        {&a, -1}, {&b, -1}, {&c, -1},     /* left: 3 + 10 + 16/3 (c: none of its own) */
+    };
+    size_t n = sizeof cases / sizeof cases[0];
+    assert_float_equal(cmb_eta_left(cases, n, n, 0, -1), 3.0 + 10.0 + 16.0 / 3.0, 1e-9);
+    /* the running case (a) by its own progress */
+    assert_float_equal(cmb_eta_left(cases, n, 3, 1.0, 0.5), 0.5 + 10.0 + 16.0 / 3.0, 1e-9);
+    /* without progress: its scenario's mean less the time it has run, not below 0 */
+    assert_float_equal(cmb_eta_left(cases, n, 3, 1.0, -1), 2.0 + 10.0 + 16.0 / 3.0, 1e-9);
+    assert_float_equal(cmb_eta_left(cases, n, 4, 30.0, -1), 3.0 + 0.0 + 16.0 / 3.0, 1e-9);
+    /* a slow scenario does not slow the estimate of a fast one */
+    cases[2].seconds = 1000.0;
+    double fast = cmb_eta_left(cases, n, n, 0, -1) - 1000.0 - 1006.0 / 3.0; /* a's share */
+    assert_float_equal(fast, 3.0, 1e-6);
+}
+
+static void eta_is_zero_before_any_case_finished(void **state)
+{
+    (void)state;
+    cmb_eta_case cases[] = {{"x", -1}, {"y", -1}};
+    assert_float_equal(cmb_eta_left(cases, 2, 2, 0, -1), 0.0, 0);
+    assert_float_equal(cmb_eta_left(cases, 2, 0, 5.0, 7.0), 7.0, 1e-12);
+}
+
+/* --- the record and the line -------------------------------------------------------------------- */
+
+static void progress_record_round_trip(void **state)
+{
+    (void)state;
+    int fds[2];
+    char buf[512];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(cmb_wire_write_progress(fds[1], 3200000, 10000000, 2.9, "events\tx"), 0);
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    close(fds[0]);
+    close(fds[1]);
+    assert_true(n > 0);
+    cmb_wire_reader r;
+    cmb_wire_reader_init(&r);
+    assert_int_equal(cmb_wire_feed(&r, buf, (size_t)n), 0);
+    assert_int_equal(r.progress.seq, 1);
+    assert_int_equal(r.progress.done, 3200000);
+    assert_int_equal(r.progress.total, 10000000);
+    assert_float_equal(r.progress.seconds, 2.9, 1e-12);
+    assert_string_equal(r.progress.what, "events x"); /* no tab gets through */
+    assert_int_equal(r.n, 0);                         /* not a run */
+
+    char line[192];
+    cmb_progress_format(&r.progress, line, sizeof line);
+    assert_string_equal(line, "3.2M/10.0M events x, 1.1M/s, ~6 s left");
+    /* a progress record inside a run is malformed */
+    const char *bad = "R\tn\t0\t\t0\t0\t1\t1\t1\t1\t1\t2\t0\t\t\nP\t1\t2\t0.5\tevents\n";
+    assert_int_equal(cmb_wire_feed(&r, bad, strlen(bad)), -1);
+    cmb_wire_reader_free(&r);
+}
+
+/* --- a whole run -------------------------------------------------------------------------------- */
+
+/* A trace of `events` alloc/free events (traces/FORMAT.md). */
+static void write_trace(const char *path, unsigned events)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "# cumembench-trace 1\n");
+    for (unsigned i = 0; i < events / 2; i++) {
+        fprintf(f, "a %u %u 0 -\n", i % 64, 4096u * (1 + i % 97));
+        fprintf(f, "f %u - 0 -\n", i % 64);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
+/* results.csv without what differs run to run: the run id and times. */
+static void csv_shape(const char *dir, const char *run, char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cut -d, -f4,5,6,9,10,11,12 %s/%s/results.csv | "
+             "grep -Ev ',(time_s|cpu_time_s|[a-z0-9_]*_ns|ops_per_s|events_per_s),'", dir, run);
+    assert_int_equal(cmb_test_sh(cmd, out, len), 0);
+}
+
+static void replay_shows_progress_and_keeps_results(void **state)
+{
+    (void)state;
+    static char out[1 << 16], loud[1 << 16], quiet[1 << 16];
+    char args[2048], trace[600];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(trace, sizeof trace, "%s/long.trace", dir);
+    write_trace(trace, 600000);
+    const char *common = "--mode sim --scenario replay --allocator bfc,cuda --repetitions 2 --param passes=2";
+    /* progress from the start, a record every 20 ms, every one on a line */
+    snprintf(args, sizeof args, "%s --param trace=%s --out %s/loud", common, trace, dir);
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "CMB_PROGRESS_AFTER_S=0 CMB_PROGRESS_EVERY_S=0.02 CMB_PROGRESS_LINE_S=0 '%s' %s",
+             getenv("CMB_BIN"), args);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    if (!strstr(out, "    [1/2] replay bfc: ") || !strstr(out, "/1.2M events") ||
+        !strstr(out, "    [2/2] replay cuda: "))
+        fail_msg("no progress line with done/total on stderr:\n%s", out);
+    snprintf(args, sizeof args, "%s --quiet --param trace=%s --out %s/quiet", common, trace, dir);
+    snprintf(cmd, sizeof cmd, "CMB_PROGRESS_AFTER_S=0 CMB_PROGRESS_EVERY_S=0.02 CMB_PROGRESS_LINE_S=0 '%s' %s",
+             getenv("CMB_BIN"), args);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    if (strstr(out, " events"))
+        fail_msg("--quiet showed progress:\n%s", out);
+    csv_shape(dir, "loud", loud, sizeof loud);
+    csv_shape(dir, "quiet", quiet, sizeof quiet);
+    assert_true(strlen(loud) > 1000);
+    assert_string_equal(loud, quiet);
+}
+
+static void short_cases_send_no_progress(void **state)
+{
+    (void)state;
+    char args[1024], out[1 << 14];
+    snprintf(args, sizeof args, "--mode sim --scenario churn --allocator cuda --param n=300 --param max_size=2MiB "
+             "--param dist=uniform --capacity 1GiB --repetitions 1 --out %s/short", cmb_test_tmpdir());
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    if (strstr(out, " steps") || !strstr(out, "[1/1] churn/cuda"))
+        fail_msg("a short case showed progress, or no case line:\n%s", out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(eta_uses_the_mean_of_each_scenario),
+        cmocka_unit_test(eta_is_zero_before_any_case_finished),
+        cmocka_unit_test(progress_record_round_trip),
+        cmocka_unit_test(replay_shows_progress_and_keeps_results),
+        cmocka_unit_test(short_cases_send_no_progress),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
