@@ -226,6 +226,8 @@ typedef struct srv_run {
     uint64_t weight_bytes, profile_peak, graph_bytes, slab_bytes, units, units_free, unit_peak;
     uint64_t preemptions, completed, steps, graph_steps, eager_steps, slack_peak;
     double held_tokens, stored_tokens; /* for kv_waste_ratio */
+    uint64_t stream_tokens;            /* prompts + outputs of the stream */
+    double stream_span;                /* the last arrival, virtual seconds */
 } srv_run;
 
 /* Out of memory is the answer here: the run stops (r->oom) and says so
@@ -640,6 +642,8 @@ static cmb_status serve(cmb_case *c, srv_run *r)
     cmb_status st = s.running && s.waiting && s.tokens ? CMB_OK : cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
     for (uint64_t i = 0; i < r->n_req; i++)
         work += r->req[i].prompt + r->req[i].out;
+    r->stream_tokens = work;
+    r->stream_span = r->n_req ? r->req[r->n_req - 1].arrival : 0;
     /* every step does at least one token of work unless it preempts; a
      * stream that needs far more steps than tokens is stuck */
     while (st == CMB_OK && r->completed < r->n_req) {
@@ -781,6 +785,8 @@ static void run_counters(cmb_case *c, const srv_run *r)
     cmb_case_counter(c, "graph_steps", (double)r->graph_steps);
     cmb_case_counter(c, "eager_steps", (double)r->eager_steps);
     cmb_case_counter(c, "non_kv_slack_bytes", (double)r->slack_peak);
+    cmb_case_counter(c, "stream_tokens", (double)r->stream_tokens);
+    cmb_case_counter(c, "stream_span_s", r->stream_span);
     if (cmb_case_mode(c) == CMB_MODE_GPU && r->steps) /* sim has no cost model for the policies' time */
         cmb_case_counter(c, "alloc_us_per_step", r->alloc_s / (double)r->steps * 1e6);
 }

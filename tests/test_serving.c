@@ -195,6 +195,37 @@ static void same_seed_same_stream(void **state)
     assert_true(metric(dir, "torch-caching", "steps") != a[0]);
 }
 
+/* scripts/serving_server.py draws the scenario's stream, number for number:
+ * the same total tokens and last arrival, Poisson and bursty. */
+static void server_draws_the_same_stream(void **state)
+{
+    (void)state;
+    static const char *variants[][2] = {
+        {"", ""},
+        {"--param burstiness=0.25 --seed 9", "--burstiness 0.25 --seed 9"},
+        {"--param lengths=alpaca --param rate=3", "--lengths alpaca --rate 3"},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        char args[512], cmd[1024], out[256];
+        snprintf(args, sizeof args, "--allocator cuda --param find_max_utilization=false %s", variants[i][0]);
+        const char *dir = serve("stream", args);
+        double tokens = metric(dir, "cuda", "stream_tokens"), span = metric(dir, "cuda", "stream_span_s");
+        snprintf(cmd, sizeof cmd,
+                 "python3 %s/scripts/serving_server.py --print-stream --requests 64 --max-model-len 4096 %s"
+                 " | awk '{s += $2 + $3; t = $1} END {printf \"%%d %%.6f\", s, t}'",
+                 cmb_test_src(), variants[i][1]);
+        if (cmb_test_sh(cmd, out, sizeof out) != 0)
+            fail_msg("%s: %s", cmd, out);
+        long long py_tokens = 0;
+        double py_span = -1;
+        if (sscanf(out, "%lld %lf", &py_tokens, &py_span) != 2)
+            fail_msg("%s: %s", cmd, out);
+        if ((double)py_tokens != tokens || fabs(py_span - span) > 1e-6)
+            fail_msg("variant %zu: scenario %g tokens to %.6f s, server %lld to %.6f s", i, tokens, span, py_tokens,
+                     py_span);
+    }
+}
+
 static void refused(const char *args, const char *needle)
 {
     char full[2048], out[8192];
@@ -234,6 +265,7 @@ int main(void)
         cmocka_unit_test(too_small_a_slab_does_not_fit),
         cmocka_unit_test(graphs_and_vattention),
         cmocka_unit_test(same_seed_same_stream),
+        cmocka_unit_test(server_draws_the_same_stream),
         cmocka_unit_test(bad_parameters_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

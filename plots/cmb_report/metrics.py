@@ -296,6 +296,8 @@ KNOWN += [
     _M("eager_steps", "eager steps", "count", "", "serving: steps run eagerly (prefill, mixed, or beyond graph_max)."),
     _M("non_kv_slack_bytes", "slack outside KV", "bytes", "lower",
        "serving: highest reserved - requested bytes at a step's end (what the allocator holds beyond live blocks)."),
+    _M("stream_tokens", "stream tokens", "count", "", "serving: prompt + output tokens of the whole request stream."),
+    _M("stream_span_s", "stream span", "s", "", "serving: arrival of the last request, seconds of virtual time."),
     _M("alloc_us_per_step", "allocator per step", "us", "lower",
        "serving (GPU): time inside allocate and free calls per engine step, microseconds."),
     # planted (hidden, reliability tests only)
