@@ -23,8 +23,11 @@
 #    then the policies over the vmm upstream.
 # CMB_SERVING_PARTS (default "ceiling scenario") picks parts 1-4 (ceiling) and
 # 5 (scenario), so the two can run in separate calls of under 10 minutes.
-# Every step logs to OUT_DIR/logs/; a failing step is recorded and the others
-# still run. Exit status: 2 on bad usage, 1 when a step failed, else 0.
+# Every step logs to OUT_DIR/logs/; a failing step is recorded (logs/failures.txt)
+# and the others still run. A real run is cut at CMB_SERVING_RUN_LIMIT s (120);
+# none starts once CMB_SERVING_BUDGET s (540) could be passed. OUT_DIR/serving.tar.gz
+# holds everything but the snapshot pickle (few files to bring back).
+# Exit status: 2 on bad usage, 1 when a step failed, else 0.
 set -u
 
 . "$(dirname "$0")/lib.sh"
@@ -33,7 +36,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 py=${PYTHON:-python3}
 u0=${CMB_SERVING_U0:-0.5}
-run_limit=${CMB_SERVING_RUN_LIMIT:-180}
+run_limit=${CMB_SERVING_RUN_LIMIT:-120}
+budget=${CMB_SERVING_BUDGET:-540} # seconds for the whole call: later runs are skipped past it
+t0=$(date +%s)
 lib="$build/pluggable/libcmb_pluggable.so"
 mkdir -p "$out/logs" "$out/record" "$out/predict" "$out/runs" || exit 2
 parts=${CMB_SERVING_PARTS:-ceiling scenario}
@@ -83,6 +88,10 @@ offset() { "$py" -c 'import sys; print("%.3f" % (float(sys.argv[1]) + float(sys.
 run_server() {
     mode=$1 u=$2
     log="$out/logs/run-$mode-$u.log" rep="$out/runs/$mode-$u.json"
+    if [ $(($(date +%s) - t0)) -gt $((budget - run_limit)) ]; then
+        failed "$mode at $u: not run, the time budget ($budget s) is spent"
+        return 3
+    fi
     echo "== $mode at $u" >&2
     case $mode in
     default) env -u PYTORCH_CUDA_ALLOC_CONF timeout "$run_limit" "$py" "$here/serving_server.py" \
@@ -140,5 +149,7 @@ scenario() {
 
 case " $parts " in *" ceiling "*) ceiling ;; esac
 case " $parts " in *" scenario "*) scenario ;; esac
-echo "gpu-serving: outputs in $out" >&2
+tar -C "$out" -czf "$out/serving.tar.gz" --exclude=record/serving.pickle --exclude=serving.tar.gz . ||
+    failed "the archive failed"
+echo "gpu-serving: outputs in $out ($(($(date +%s) - t0)) s)" >&2
 exit $status
