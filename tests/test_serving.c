@@ -226,6 +226,39 @@ static void server_draws_the_same_stream(void **state)
     }
 }
 
+/* The server's scheduler (run without PyTorch, tests/support/serving_scheduler.py)
+ * serves the stream as the scenario does: the same preemptions, steps, graph
+ * and eager steps and peak blocks for the same KV blocks. */
+static void server_schedules_as_the_scenario(void **state)
+{
+    (void)state;
+    static const char *variants[][2] = {
+        {"--param utilization=0.6", ""},
+        {"--param utilization=0.5 --param burstiness=0.25 --param max_seqs=32",
+         "--burstiness 0.25 --max-seqs 32"},
+        {"--param utilization=0.7 --param graph_max=16 --param max_batched_tokens=512",
+         "--graph-max 16 --max-batched-tokens 512"},
+    };
+    static const char *names[] = {"preemptions", "steps", "graph_steps", "eager_steps", "requests_completed",
+                                  "kv_peak_blocks"};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        char args[512], cmd[1024], out[256];
+        snprintf(args, sizeof args, "--allocator cuda --param find_max_utilization=false %s", variants[i][0]);
+        const char *dir = serve("sched", args);
+        double want[6], got[6];
+        for (int k = 0; k < 6; k++)
+            want[k] = metric(dir, "cuda", names[k]);
+        snprintf(cmd, sizeof cmd, "python3 %s/tests/support/serving_scheduler.py %s %.0f --requests 64 --max-model-len 4096 %s",
+                 cmb_test_src(), cmb_test_src(), metric(dir, "cuda", "kv_blocks"), variants[i][1]);
+        if (cmb_test_sh(cmd, out, sizeof out) != 0 ||
+            sscanf(out, "%lf %lf %lf %lf %lf %lf", &got[0], &got[1], &got[2], &got[3], &got[4], &got[5]) != 6)
+            fail_msg("%s: %s", cmd, out);
+        for (int k = 0; k < 6; k++)
+            if (got[k] != want[k])
+                fail_msg("variant %zu: %s %g in the scenario, %g in the server", i, names[k], want[k], got[k]);
+    }
+}
+
 static void refused(const char *args, const char *needle)
 {
     char full[2048], out[8192];
@@ -266,6 +299,7 @@ int main(void)
         cmocka_unit_test(graphs_and_vattention),
         cmocka_unit_test(same_seed_same_stream),
         cmocka_unit_test(server_draws_the_same_stream),
+        cmocka_unit_test(server_schedules_as_the_scenario),
         cmocka_unit_test(bad_parameters_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
