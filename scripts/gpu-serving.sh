@@ -135,7 +135,7 @@ cat "$out/ceiling.md" >&2
 
 # --- 5. the scenario on the GPU -------------------------------------------------------------------------
 scenario() {
-    limit=${CMB_SERVING_SCENARIO_LIMIT:-240}
+    limit=${CMB_SERVING_SCENARIO_LIMIT:-270}
     echo "== cumembench --scenario serving, GPU, quick preset on the whole GPU" >&2
     timeout "$limit" "$bin" --mode gpu --preset quick --scenario serving --param capacity=0 --allocator all \
         --out "$out/scenario" >"$out/logs/scenario.log" 2>&1 ||
