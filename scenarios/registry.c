@@ -14,6 +14,7 @@ extern const cmb_scenario cmb_scenario_pinned;
 extern const cmb_scenario cmb_scenario_contention;
 extern const cmb_scenario cmb_scenario_fastpath;
 extern const cmb_scenario cmb_scenario_multi_gpu;
+extern const cmb_scenario cmb_scenario_serving;
 /* test-only scenarios, found by name alone (scenarios/planted.c) */
 const cmb_scenario *_cmb_scenario_hidden(const char *name);
 
@@ -29,6 +30,7 @@ static const cmb_scenario *const scenarios[] = {
     &cmb_scenario_contention,
     &cmb_scenario_fastpath,
     &cmb_scenario_multi_gpu,
+    &cmb_scenario_serving,
 };
 
 size_t cmb_scenario_count(void)
