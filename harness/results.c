@@ -320,8 +320,8 @@ static int check_csv_text(csv_walk *w, unsigned flags, size_t *header_end, char 
     if (nl)
         *nl = '\0';
     if (!nl || (w->ncols = read_header(w->text, flags)) < 0) {
-        snprintf(err, errlen, "%s does not start with %sthe CSV header of harness/schema.def%s", w->path,
-                 flags & CMB_RESULTS_THIS_VERSION ? "this version's " : "",
+        snprintf(err, errlen, "%s does not start with %s CSV header of harness/schema.def%s", w->path,
+                 flags & CMB_RESULTS_THIS_VERSION ? "this version's" : "a",
                  flags & CMB_RESULTS_THIS_VERSION ? ": a run of another version of the suite cannot be resumed" : "");
         return -1;
     }

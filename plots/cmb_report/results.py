@@ -7,7 +7,6 @@ or was not run stays so, and a metric a case did not report is absent."""
 
 import csv
 import gzip
-import json
 import os
 import statistics
 import sys
@@ -259,13 +258,11 @@ def load_run(path):
         run_id, gpu, mode = run_id or row["run_id"], gpu or row["gpu"], mode or row["mode"]
         _add_row(cases, csv_path, lineno, row)
     context = {}
-    json_path = existing(os.path.join(path, "results.json"))
-    if json_path:
+    if existing(os.path.join(path, "results.json")):
         try:
-            with open_text(json_path) as f:
-                context = json.load(f).get("context", {})
-        except (ValueError, OSError) as e:
-            raise ReportError(f"{json_path}: not readable JSON ({e})") from None
+            context = cmb_schema.read_context(path)  # as the results store reads it (harness/results.c)
+        except cmb_schema.SchemaError as e:
+            raise ReportError(str(e)) from None
     mode = context.get("mode", mode) or "unknown"
     return Run(path=path, run_id=run_id or os.path.basename(path), context=context, mode=mode,
                gpu=gpu or context.get("gpu_name", ""), cases=cases, timelines=_timelines(path))
