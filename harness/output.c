@@ -53,10 +53,10 @@ static void add_times(json_t *e, const cmb_bench_run *r)
 
 static json_t *entry_of(const cmb_bench_run *r)
 {
-    char name[CMB_BENCH_NAME_MAX + 40];
+    char full[CMB_BENCH_NAME_MAX + 40]; /* an aggregate's name ends in _mean, _cv, ... */
     json_t *e = json_object();
-    snprintf(name, sizeof name, "%s%s%s", r->name, r->is_aggregate ? "_" : "", r->is_aggregate ? r->aggregate_name : "");
-    json_object_set_new(e, "name", text(name));
+    snprintf(full, sizeof full, "%s%s%s", r->name, r->is_aggregate ? "_" : "", r->is_aggregate ? r->aggregate_name : "");
+    json_object_set_new(e, "name", text(full));
     json_object_set_new(e, "family_index", json_integer(0));
     json_object_set_new(e, "per_family_instance_index", json_integer(0));
     json_object_set_new(e, "run_name", text(r->name));

@@ -153,8 +153,15 @@ static void store_init(cmb_results *s, const char *dir)
     snprintf(s->dir, sizeof s->dir, "%s", dir);
 }
 
-/* The lock is held for the life of the process's store; the file stays (a
- * lock file removed while another process opens it would let two hold it). */
+static int same_file(int fd, const char *path)
+{
+    struct stat a, b;
+    return !fstat(fd, &a) && !stat(path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* The lock is held for the life of the store and run.lock removed while
+ * it is held; a lock taken on a file another writer has just removed is
+ * not the directory's: taken again on the file now there. */
 int cmb_results_lock(cmb_results *s, const char *dir, char *err, size_t errlen)
 {
     char path[PATH_MAX], pid[32] = "";
@@ -162,24 +169,43 @@ int cmb_results_lock(cmb_results *s, const char *dir, char *err, size_t errlen)
         return -1;
     store_init(s, dir);
     path_of(path, sizeof path, dir, LOCK_FILE);
-    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->lock_fd < 0) {
-        snprintf(err, errlen, "output directory %s is not writable: %s", dir, strerror(errno));
-        return -1;
-    }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
-        ssize_t n = pread(s->lock_fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? strcspn(pid, "\n") : 0] = '\0';
-        snprintf(err, errlen, "%s is being written by another cumembench (pid %s): two writers would mix their "
-                              "results; wait for it to end, or give another --out", dir, pid[0] ? pid : "unknown");
+    for (int tries = 0; tries < 100; tries++) {
+        s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (s->lock_fd < 0) {
+            snprintf(err, errlen, "output directory %s is not writable: %s", dir, strerror(errno));
+            return -1;
+        }
+        if (flock(s->lock_fd, LOCK_EX | LOCK_NB))
+            break;
+        if (same_file(s->lock_fd, path)) {
+            int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            if (ftruncate(s->lock_fd, 0) == 0)
+                (void)!pwrite(s->lock_fd, pid, (size_t)n, 0);
+            return 0;
+        }
         close(s->lock_fd);
         s->lock_fd = -1;
-        return -1;
     }
-    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(s->lock_fd, 0) == 0)
-        (void)!pwrite(s->lock_fd, pid, (size_t)n, 0);
-    return 0;
+    ssize_t n = pread(s->lock_fd, pid, sizeof pid - 1, 0);
+    pid[n > 0 ? strcspn(pid, "\n") : 0] = '\0';
+    snprintf(err, errlen, "%s is being written by another cumembench (pid %s): two writers would mix their "
+                          "results; wait for it to end, or give another --out", dir, pid[0] ? pid : "unknown");
+    close(s->lock_fd);
+    s->lock_fd = -1;
+    return -1;
+}
+
+/* Removes run.lock while it is still held, then gives the lock back. */
+static void unlock(cmb_results *s)
+{
+    char path[PATH_MAX];
+    if (s->lock_fd < 0)
+        return;
+    path_of(path, sizeof path, s->dir, LOCK_FILE);
+    if (same_file(s->lock_fd, path))
+        unlink(path);
+    close(s->lock_fd);
+    s->lock_fd = -1;
 }
 
 /* --- CSV ---------------------------------------------------------------------------------------- */
@@ -588,9 +614,8 @@ int cmb_results_close(cmb_results *s, char *err, size_t errlen)
         rc = -1;
     if (rc && err && errlen)
         snprintf(err, errlen, "cannot close the result files in %s: %s", s->dir, strerror(errno));
-    if (s->lock_fd >= 0)
-        close(s->lock_fd); /* gives the lock back */
-    s->json_fd = s->csv_fd = s->lock_fd = -1;
+    unlock(s);
+    s->json_fd = s->csv_fd = -1;
     return rc;
 }
 

@@ -6,9 +6,11 @@
  *   results.json - Google Benchmark JSON ("context" and "benchmarks"),
  *                  written with jansson, strict: a number that is not
  *                  finite (a cv over zeros) is null, never NaN;
- *   run.lock     - the lock a writer holds for the whole run (flock), with
- *                  its pid: a second writer of the same directory (a fresh
- *                  run or a --resume) is refused at once.
+ *   run.lock     - there while a writer holds the directory (flock, for
+ *                  the whole run), with its pid: a second writer of the
+ *                  same directory (a fresh run or a --resume) is refused
+ *                  at once; removed when the run ends (a killed run
+ *                  leaves it, unlocked: the next writer takes it).
  *
  * What survives what (docs/reliability.md): a case is appended as one
  * commit, JSON entries first, then CSV rows; a failed append (ENOSPC, a
