@@ -789,7 +789,8 @@ typedef struct recovery {
     cmb_results_cases *c;
     const char *dir;
     name_list done, failed, needs_json; /* needs_json: cases with a row that is not "skipped" */
-    size_t last_at, last_rows, csv_end, csv_len;
+    size_t *rows, rows_cap;             /* rows of each case of `done`, in file order */
+    size_t last_at, csv_end, csv_len;
     json_t *doc;
     int json_how;
 } recovery;
@@ -804,10 +805,18 @@ static int on_row(const char *const *f, size_t at, void *ctx)
         snprintf(r->c->mode, sizeof r->c->mode, "%s", f[CMB_COL_MODE]);
     }
     if (!r->done.n || strcmp(r->done.v[r->done.n - 1], name)) {
+        if (r->done.n == r->rows_cap) {
+            size_t cap = r->rows_cap ? 2 * r->rows_cap : 256;
+            size_t *grown = realloc(r->rows, cap * sizeof *grown);
+            if (!grown)
+                return -2;
+            r->rows = grown;
+            r->rows_cap = cap;
+        }
+        r->rows[r->done.n] = 0;
         r->last_at = at;
-        r->last_rows = 0;
     }
-    r->last_rows++;
+    r->rows[r->done.n - (r->done.n && !strcmp(r->done.v[r->done.n - 1], name))]++;
     if (push_name(&r->done, name) || (strcmp(status, CMB_STATUS_SKIPPED) && push_name(&r->needs_json, name)) ||
         (!strcmp(status, CMB_STATUS_FAILED) && push_name(&r->failed, name)))
         return -2;
@@ -829,29 +838,50 @@ static int is_counter(const char *key)
     return 1;
 }
 
-/* The rows a case's JSON entries make in the CSV (harness/output.c): per
- * repetition its time, cpu time and counters, or one row when it failed;
- * 0 when the JSON has no entry of it. */
-static size_t rows_of_case(json_t *list, const char *name)
+/* The rows an entry makes in the CSV (harness/output.c): a repetition its
+ * time, cpu time and counters, a failure one, an aggregate none. */
+static size_t rows_of_entry(json_t *e)
 {
-    size_t i, rows = 0, entries = 0;
-    json_t *e, *v, *aggregate = json_string("aggregate");
     const char *key;
-    json_array_foreach(list, i, e) {
-        if (strcmp(json_string_value(json_object_get(e, "run_name")), name))
-            continue;
-        entries++;
-        if (json_is_true(json_object_get(e, "error_occurred"))) {
-            rows++;
-            continue;
-        }
-        if (json_equal(json_object_get(e, "run_type"), aggregate))
-            continue;
-        rows += 2;
-        json_object_foreach(e, key, v) rows += is_counter(key);
+    json_t *v;
+    size_t rows = 2;
+    if (json_is_true(json_object_get(e, "error_occurred")))
+        return 1;
+    const char *type = json_string_value(json_object_get(e, "run_type"));
+    if (type && !strcmp(type, "aggregate"))
+        return 0;
+    json_object_foreach(e, key, v) rows += is_counter(key);
+    return rows;
+}
+
+/* Every case's rows against what its JSON entries make: only the last
+ * case can be short (a crash cut its one write at a line boundary): it is
+ * dropped (*drop_last); any other difference is damage, refused. */
+static int check_rows(recovery *r, int *drop_last, char *err, size_t errlen)
+{
+    json_t *expect = json_object(), *e;
+    size_t i;
+    int rc = 0;
+    json_array_foreach(json_object_get(r->doc, "benchmarks"), i, e) {
+        const char *name = json_string_value(json_object_get(e, "run_name"));
+        json_int_t had = json_integer_value(json_object_get(expect, name));
+        json_object_set_new(expect, name, json_integer(had + (json_int_t)rows_of_entry(e)));
     }
-    json_decref(aggregate);
-    return entries ? rows : 0;
+    for (i = 0; i < r->done.n && !rc; i++) {
+        json_t *want = json_object_get(expect, r->done.v[i]);
+        if (!want || (size_t)json_integer_value(want) == r->rows[i])
+            continue;
+        if (i + 1 == r->done.n) {
+            *drop_last = 1;
+            break;
+        }
+        snprintf(err, errlen, "%s/results.csv holds %zu rows of case %.200s, its results.json entries make %lld: "
+                              "the files were damaged",
+                 r->dir, r->rows[i], r->done.v[i], (long long)json_integer_value(want));
+        rc = -1;
+    }
+    json_decref(expect);
+    return rc;
 }
 
 /* Drops the CSV's last case: a torn tail ends the file (that case's one
@@ -860,10 +890,11 @@ static int cut_last_case(recovery *r, char *err, size_t errlen)
 {
     char path[PATH_MAX];
     size_t len;
+    int drop = r->csv_end != r->csv_len;
     const char *last = r->done.n ? r->done.v[r->done.n - 1] : NULL;
-    size_t expect = last ? rows_of_case(json_object_get(r->doc, "benchmarks"), last) : 0;
-    int short_case = expect && expect != r->last_rows;
-    if (r->csv_end == r->csv_len && !short_case)
+    if (check_rows(r, &drop, err, errlen))
+        return -1;
+    if (!drop)
         return 0;
     size_t keep = last ? r->last_at : r->csv_end;
     path_of(path, sizeof path, r->dir, CSV_FILE);
@@ -980,6 +1011,7 @@ int cmb_results_recover(const char *dir, cmb_results_cases *c, char *err, size_t
     if (!rc)
         rc = read_json(&r, err, errlen) || cut_last_case(&r, err, errlen) || finish_json(&r, err, errlen) ? -1 : 0;
     json_decref(r.doc);
+    free(r.rows);
     free_names(&r.needs_json);
     c->n_failed = r.failed.n;
     free_names(&r.failed);
