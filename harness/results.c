@@ -983,7 +983,7 @@ static int finish_json(recovery *r, char *err, size_t errlen)
     json_t *kept = keep_finished(r, err, errlen);
     if (!kept)
         return -1;
-    r->c->json_repaired = r->json_how != 0;
+    r->c->json_repaired = r->json_how;
     r->c->context = json_incref(json_object_get(r->doc, "context"));
     int rc = 0;
     if (r->c->json_dropped || r->json_how)

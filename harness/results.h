@@ -108,7 +108,7 @@ typedef struct cmb_results_cases {
     size_t n_failed;     /* finished cases with a failed row                */
     size_t json_dropped; /* JSON entries removed (an unfinished case)       */
     int csv_repaired;    /* a torn or short last case was dropped          */
-    int json_repaired;   /* a torn tail cut off, or non-numbers made null    */
+    int json_repaired;   /* CMB_RESULTS_TORN | CMB_RESULTS_NON_NUMBERS, or 0  */
     json_t *context;     /* results.json's "context": the run's configuration */
 } cmb_results_cases;
 

@@ -359,6 +359,7 @@ int cmb_resume_open_output(cmb_output *out, cmb_resume *r, const cmb_cli *cli, c
     fprintf(stderr, "cumembench: resuming %s: %zu finished cases kept%s%s%s\n", dir, r->n_done,
             r->csv_repaired ? "; the last case of results.csv, cut short, dropped" : "",
             r->json_dropped ? "; results.json entries of an unfinished case dropped" : "",
-            r->json_repaired ? "; results.json rewritten as strict JSON" : "");
+            r->json_repaired & CMB_RESULTS_TORN ? "; a torn tail of results.json cut off"
+            : r->json_repaired ? "; results.json rewritten as strict JSON (NaN of an older run made null)" : "");
     return 0;
 }
