@@ -62,8 +62,10 @@ int cmb_results_lock(cmb_results *s, const char *dir, char *err, size_t errlen);
 int cmb_results_reopen(cmb_results *s, char *err, size_t errlen);
 
 /* One case, as one commit: `entries` (a JSON array, may be empty) and
- * `csv` (whole rows, as cmb_results_csv_row makes them). On failure both
- * files are as before the call. */
+ * `csv` (whole rows, as cmb_results_csv_row makes them), each written at
+ * its file's end and synced, JSON first. On failure both files are put
+ * back as before the call (when that fails too, the error says so and
+ * cmb_results_recover repairs them). */
 int cmb_results_append(cmb_results *s, json_t *entries, const char *csv, size_t csv_len, char *err,
                        size_t errlen);
 
@@ -88,8 +90,8 @@ enum {
     CMB_RESULTS_TORN_OK = 2       /* a last line without its newline is reported, not refused */
 };
 
-/* Reads DIR/results.csv (or .csv.gz is not read: runs are read before
- * they are compressed). Refuses a NUL byte, a header that is not a prefix
+/* Reads DIR/results.csv (the C side reads a run it has just written or
+ * resumes; tools/cmb_schema.py reads committed .csv.gz runs). Refuses a NUL byte, a header that is not a prefix
  * of schema.def's columns (at least the first thirteen) and a row that
  * does not parse into as many fields as the header. *torn (may be NULL):
  * the offset of a torn last line, or the file's length. 0, the callback's
