@@ -96,16 +96,25 @@ def _open(path):
     return gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")
 
 
-def read_rows(path):
-    """Every row of a run's results.csv as a dict by column name. A run
-    written before a column was appended reads it as "" (an older run's
-    allocator column held name[:options][@upstream]: label() still gives
-    the same label)."""
+def read_rows(path, numbered=False):
+    """Every row of a run's results.csv as a dict by column name (with
+    numbered, (line number, row) pairs). A run written before a column was
+    appended reads it as "" (an older run's allocator column held
+    name[:options][@upstream]: label() still gives the same label). The
+    rules are the C reader's (harness/results.c): the header is a prefix
+    of schema.def's columns, at least the first thirteen, and every row
+    has the header's fields."""
     path = results_csv(path)
     with _open(path) as f:
         reader = csv.reader(f)
         header = next(reader, None)
-        if header is None or header[:len(FIRST_COLUMNS)] != FIRST_COLUMNS:
+        if header is None:
+            raise SchemaError(f"{path}: empty file, expected the header {','.join(FIRST_COLUMNS)},...")
+        missing = [c for c in FIRST_COLUMNS if c not in header]
+        if missing:
+            raise SchemaError(f"{path}: missing column(s) {', '.join(missing)}; a cumembench results.csv has "
+                              f"{','.join(FIRST_COLUMNS)},...")
+        if header[:len(FIRST_COLUMNS)] != FIRST_COLUMNS:
             raise SchemaError(f"{path}: not a cumembench results.csv (its header is not {','.join(FIRST_COLUMNS)},...)")
         unknown = [c for c in header if c not in COLUMNS]
         if unknown:
@@ -118,7 +127,7 @@ def read_rows(path):
                 raise SchemaError(f"{path}:{lineno}: {len(fields)} fields, the header has {len(header)}")
             row = dict.fromkeys(COLUMNS, "")
             row.update(zip(header, fields))
-            yield row
+            yield (lineno, row) if numbered else row
 
 
 def params(row):

@@ -150,22 +150,12 @@ def open_text(path):
 
 
 def _read_csv(path):
-    with open_text(path) as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise ReportError(f"{path}: empty file, expected the header {','.join(CSV_COLUMNS)}")
-        missing = [c for c in CSV_COLUMNS if c not in header]
-        if missing:
-            raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; a cumembench results.csv has "
-                              f"{','.join(CSV_COLUMNS)}")
-        idx = {c: i for i, c in enumerate(header)}
-        for lineno, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            if len(row) < len(header):
-                raise ReportError(f"{path}:{lineno}: {len(row)} fields, the header has {len(header)}")
-            yield lineno, {c: row[i] for c, i in idx.items()}
+    """(line number, row) of every row, read as tools/cmb_schema.py reads them (the rules of the
+    C results store, harness/results.c)."""
+    try:
+        yield from cmb_schema.read_rows(path, numbered=True)
+    except cmb_schema.SchemaError as e:
+        raise ReportError(str(e)) from None
 
 
 def _add_row(cases, path, lineno, row):
