@@ -621,6 +621,13 @@ int cmb_results_close(cmb_results *s, char *err, size_t errlen)
 
 /* --- reading results.json ------------------------------------------------------------------------- */
 
+/* strlen(word) when s[0, n) starts with it, else 0 (s need not end in NUL). */
+static size_t starts(const char *s, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    return n >= w && !memcmp(s, word, w) ? w : 0;
+}
+
 /* Runs written before this store hold NaN, Infinity and -Infinity (the
  * library's reporter wrote them; JSON lacks them): they read as null.
  * *changed: 1 when there was one. */
@@ -640,8 +647,11 @@ static char *strict_copy(const char *s, size_t len, size_t *out_len, int *change
             continue;
         }
         in_string = ch == '"';
-        k = !strncmp(s + i - 1, "-Infinity", 9) ? 9 : !strncmp(s + i - 1, "Infinity", 8) ? 8
-                                                  : !strncmp(s + i - 1, "NaN", 3)    ? 3 : 0;
+        const char *at = s + i - 1;
+        size_t left = len - i + 1;
+        k = starts(at, left, "-Infinity");
+        k = k ? k : starts(at, left, "Infinity");
+        k = k ? k : starts(at, left, "NaN");
         if (!k) {
             *w++ = ch;
             continue;
