@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "../common/cmb_units.h"
+#include "results.h"
 
 #define ANS_MAX_REPS 64
-#define ANS_MAX_FIELDS 32
 #define ANS_SERVED_TOL 1e-3
 #define ANS_TIE_TOL 1e-9
 
@@ -130,47 +130,20 @@ typedef struct ans_run {
     ans_case *c;
     size_t n, cap;
     char mode[16];
-    int col[16]; /* column index of each name in ans_columns, -1 if absent */
 } ans_run;
 
-enum { C_CASE, C_SCENARIO, C_ALLOCATOR, C_OPTIONS, C_IMPL, C_UPSTREAM, C_PARAMS, C_REP, C_STATUS, C_METRIC,
-       C_VALUE, C_ERROR, C_MODE, C_N };
-static const char *const ans_columns[C_N] = {"case",       "scenario", "allocator", "options", "impl",
-                                             "upstream",   "params",   "repetition", "status", "metric",
-                                             "value",      "error",    "mode"};
+/* The columns the answers read, by schema.def's names (harness/results.h
+ * gives every row by column, "" where an older run lacks one). */
+enum { C_CASE = CMB_COL_CASE, C_SCENARIO = CMB_COL_SCENARIO, C_ALLOCATOR = CMB_COL_ALLOCATOR,
+       C_OPTIONS = CMB_COL_OPTIONS, C_IMPL = CMB_COL_IMPL, C_UPSTREAM = CMB_COL_UPSTREAM, C_PARAMS = CMB_COL_PARAMS,
+       C_REP = CMB_COL_REPETITION, C_STATUS = CMB_COL_STATUS, C_METRIC = CMB_COL_METRIC, C_VALUE = CMB_COL_VALUE,
+       C_ERROR = CMB_COL_ERROR, C_MODE = CMB_COL_MODE };
 
-/* Splits one CSV record (the harness writes one per line) in place. */
-static int split_csv(char *p, char **f, int max)
+static const char *field(const ans_run *run, const char *const *f, int nf, int col)
 {
-    int n = 0;
-    for (;;) {
-        char term;
-        if (n == max)
-            return n;
-        if (*p == '"') {
-            char *w = ++p;
-            f[n++] = w;
-            while (*p && !(*p == '"' && p[1] != '"'))
-                *w++ = *p == '"' ? (p += 2, '"') : *p++;
-            p += *p == '"';
-            term = *p;
-            *w = '\0';
-        } else {
-            f[n++] = p;
-            p += strcspn(p, ",\n\r");
-            term = *p;
-            *p = '\0';
-        }
-        if (term != ',')
-            return n;
-        p++;
-    }
-}
-
-static const char *field(const ans_run *run, char **f, int nf, int col)
-{
-    int i = run->col[col];
-    return i >= 0 && i < nf ? f[i] : "";
+    (void)run;
+    (void)nf;
+    return f[col];
 }
 
 static void memory_counters(ans_case *c)
@@ -183,7 +156,7 @@ static void memory_counters(ans_case *c)
     c->req_name = h && h->requested ? (strcmp(h->requested, "-") ? h->requested : NULL) : "peak_requested_bytes";
 }
 
-static ans_case *new_case(ans_run *run, char **f, int nf)
+static ans_case *new_case(ans_run *run, const char *const *f, int nf)
 {
     if (run->n == run->cap) {
         size_t cap = run->cap ? run->cap * 2 : 64;
@@ -219,7 +192,7 @@ static ans_case *new_case(ans_run *run, char **f, int nf)
     return c;
 }
 
-static ans_case *find_case(ans_run *run, char **f, int nf)
+static ans_case *find_case(ans_run *run, const char *const *f, int nf)
 {
     static size_t last;
     const char *key = field(run, f, nf, C_CASE);
@@ -244,7 +217,7 @@ static void add_value(ans_case *c, int rep, const char *metric, double v)
         c->req[rep] = v;
 }
 
-static void add_row(ans_run *run, char **f, int nf, ans_case *c)
+static void add_row(ans_run *run, const char *const *f, int nf, ans_case *c)
 {
     const char *status = field(run, f, nf, C_STATUS), *rep_s = field(run, f, nf, C_REP);
     const char *err = field(run, f, nf, C_ERROR), *metric = field(run, f, nf, C_METRIC);
@@ -275,52 +248,31 @@ static void add_row(ans_run *run, char **f, int nf, ans_case *c)
     }
 }
 
-static int read_header(ans_run *run, char *line)
+static int on_row(const char *const *f, size_t at, void *ctx)
 {
-    char *f[ANS_MAX_FIELDS];
-    int nf = split_csv(line, f, ANS_MAX_FIELDS);
-    for (int k = 0; k < C_N; k++) {
-        run->col[k] = -1;
-        for (int i = 0; i < nf; i++)
-            if (!strcmp(f[i], ans_columns[k]))
-                run->col[k] = i;
-    }
-    return run->col[C_CASE] < 0 || run->col[C_STATUS] < 0 || run->col[C_SCENARIO] < 0 ? -1 : 0;
+    ans_run *run = ctx;
+    (void)at;
+    if (!run->mode[0])
+        snprintf(run->mode, sizeof run->mode, "%s", field(run, f, CMB_N_COLS, C_MODE));
+    ans_case *c = find_case(run, f, CMB_N_COLS);
+    if (!c)
+        return -2;
+    add_row(run, f, CMB_N_COLS, c);
+    return 0;
 }
 
+/* Every row of results.csv, through the results store; a torn last line
+ * (a run killed mid-write) is left out, as --resume would drop it. */
 static int read_results(const char *dir, ans_run *run, FILE *out)
 {
-    char path[1024], *line = NULL;
-    size_t cap = 0;
-    int rc = 0;
-    snprintf(path, sizeof path, "%s/results.csv", dir);
-    FILE *in = fopen(path, "r");
-    if (!in) {
-        fprintf(out, "cumembench: no answers: cannot read %s\n", path);
-        return -1;
-    }
-    if (getline(&line, &cap, in) < 0 || read_header(run, line)) {
-        fprintf(out, "cumembench: no answers: %s has no results.csv header\n", path);
-        rc = -1;
-    }
-    while (!rc && getline(&line, &cap, in) >= 0) {
-        char *f[ANS_MAX_FIELDS];
-        int nf = split_csv(line, f, ANS_MAX_FIELDS);
-        if (nf < 2)
-            continue;
-        if (!run->mode[0])
-            snprintf(run->mode, sizeof run->mode, "%s", field(run, f, nf, C_MODE));
-        ans_case *c = find_case(run, f, nf);
-        if (!c) {
-            fprintf(out, "cumembench: no answers: host out of memory\n");
-            rc = -1;
-            break;
-        }
-        add_row(run, f, nf, c);
-    }
-    free(line);
-    fclose(in);
-    return rc;
+    char err[512];
+    size_t torn;
+    int rc = cmb_results_read_csv(dir, CMB_RESULTS_TORN_OK, on_row, run, &torn, err, sizeof err);
+    if (rc == -2)
+        fprintf(out, "cumembench: no answers: host out of memory\n");
+    else if (rc)
+        fprintf(out, "cumembench: no answers: %s\n", err);
+    return rc ? -1 : 0;
 }
 
 static void free_run(ans_run *run)

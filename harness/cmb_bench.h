@@ -4,10 +4,9 @@
  *  - in a case's child process: register the case, run the library's timing
  *    loop (keep-running, manual time, repetitions, aggregates, counters), and
  *    receive every finished run as a plain C struct through a sink;
- *  - in the parent: hand those structs to the library's own JSON reporter,
- *    which writes the file that compare.py and other tools read. The file is
- *    rewritten whole to a temporary name and renamed after every case, so an
- *    interrupted run always leaves valid JSON.
+ *  - in the parent: the library's context block (host, CPUs, caches), which
+ *    the results store (harness/results.c) puts at the head of results.json;
+ *    the store writes the entries itself, in the reporter's layout.
  */
 #ifndef CMB_BENCH_H
 #define CMB_BENCH_H
@@ -89,20 +88,13 @@ size_t cmb_bench_run_registered(const char *argv0, cmb_bench_sink sink, void *ct
 
 /* --- output (parent side) ------------------------------------------------------ */
 
-/* A key/value pair for the JSON "context" block; call before json_open. */
+/* A key/value pair for the JSON "context" block; call before context_text. */
 void cmb_bench_add_context(const char *key, const char *value);
 
-typedef struct cmb_bench_json cmb_bench_json;
-
-/* Opens the writer; nothing is written until the first add (or close). */
-cmb_bench_json *cmb_bench_json_open(const char *path, const char *argv0, char *err, size_t errlen);
-/* Reopens a file written by json_open/json_add (a resumed run): later
- * runs are appended after its entries. NULL with a reason in err. */
-cmb_bench_json *cmb_bench_json_reopen(const char *path, const char *argv0, char *err, size_t errlen);
-/* Appends runs and rewrites the file atomically. 0 on success. */
-int cmb_bench_json_add(cmb_bench_json *j, const cmb_bench_run *runs, size_t n, char *err, size_t errlen);
-/* Writes the file (even with no runs) and frees the writer. 0 on success. */
-int cmb_bench_json_close(cmb_bench_json *j, char *err, size_t errlen);
+/* The library's JSON reporter's context, as the text of a document
+ * {"context": {...}, "benchmarks": []}; malloc'd (free it), NULL when out
+ * of memory. */
+char *cmb_bench_context_text(const char *argv0);
 
 /* Replaces characters that the library's JSON writer would not escape. */
 void cmb_bench_sanitize(char *s);

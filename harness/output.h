@@ -1,13 +1,9 @@
-/* output.h - the files a run writes into its output directory:
- *   results.json - Google Benchmark JSON (context block with the
- *                  environment; one entry per repetition and aggregate,
- *                  every metric a counter), written by the library's own
- *                  reporter and kept valid after every case;
- *   results.csv  - the same numbers, tidy: one row per case, repetition
- *                  and metric, plus one row per failed or skipped case
- *                  (columns: harness/schema.def); a repetition whose
- *                  workload did not fit (cmb_case_set_oom) has status oom;
- *   run.log      - everything the case processes printed.
+/* output.h - a run's cases as the result files hold them: each finished,
+ * failed or skipped case becomes JSON entries (Google Benchmark's layout:
+ * one per repetition and aggregate, every metric a counter) and CSV rows
+ * (one per case, repetition and metric; columns: harness/schema.def), which
+ * the results store (harness/results.c) appends as one commit; run.log
+ * holds everything the case processes printed.
  */
 #ifndef CMB_OUTPUT_H
 #define CMB_OUTPUT_H
@@ -16,14 +12,13 @@
 
 #include "cmb_bench.h"
 #include "env.h"
+#include "results.h"
 
 typedef struct cmb_output {
-    char dir[768];
+    cmb_results store;
     char run_id[128];
     char gpu[96];
     char mode[8];
-    cmb_bench_json *json;
-    int csv_fd;
     FILE *log;
 } cmb_output;
 
@@ -38,8 +33,8 @@ typedef struct cmb_case_row {
     const char *params;
 } cmb_case_row;
 
-/* Creates the directory (refusing one that already holds results) and
- * the three files. 0, or -1 with a one-line reason. */
+/* Creates the directory (refusing one that already holds results or that
+ * another run is writing) and the three files. 0, or -1 with a reason. */
 int cmb_output_open(cmb_output *o, const char *dir, const cmb_env *env, const char *mode, const char *argv0,
                     char *err, size_t errlen);
 /* Writes a finished case: its runs to JSON and CSV. */
@@ -56,14 +51,12 @@ double cmb_output_oom_count(const cmb_bench_run *r);
 /* A case that produced no runs: failed (could not start) or skipped. */
 int cmb_output_case_status(cmb_output *o, const cmb_case_row *row, const char *status, const char *reason,
                            char *err, size_t errlen);
-/* Continues a run in `dir` (--resume, after harness/resume.c has checked and
- * repaired its files): appends to results.json, results.csv and run.log.
- * run_id: the run id the CSV rows carry so far. */
-int cmb_output_reopen(cmb_output *o, const char *dir, const char *run_id, const cmb_env *env, const char *mode,
-                      const char *argv0, char *err, size_t errlen);
+/* --resume: takes the lock of the run in `dir` (before harness/resume.c
+ * reads and repairs its files), then reopens them for appending; run_id:
+ * the run id the CSV rows carry so far. */
+int cmb_output_lock(cmb_output *o, const char *dir, const cmb_env *env, const char *mode, char *err,
+                    size_t errlen);
+int cmb_output_reopen(cmb_output *o, const char *run_id, char *err, size_t errlen);
 int cmb_output_close(cmb_output *o, char *err, size_t errlen);
-
-/* Appends `text` to a buffer for CSV, quoting it when needed. */
-void cmb_csv_field(char **buf, size_t *len, size_t *cap, const char *text, int last);
 
 #endif /* CMB_OUTPUT_H */

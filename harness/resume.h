@@ -6,13 +6,11 @@
  * results.csv records as finished (ok, failed or skipped) and appends the
  * rest to the same results.json, results.csv and run.log.
  *
- * results.csv is the record of finished cases: the parent writes a case's
- * JSON entries first and its CSV rows after them, each in one write, and a
- * case that was interrupted is not written at all. Before appending,
- * resume repairs what a kill at the worst moment can leave: a CSV line cut
- * short is dropped, and JSON entries of a case the CSV does not hold (the
- * run was killed between the two writes) are removed, so every case ends
- * up in both files exactly once.
+ * The results store (harness/results.c) takes the directory's lock, then
+ * reads and repairs the files (results.h says what it repairs and what it
+ * refuses); resume checks that they are this configuration's: the same
+ * mode and device, the seed, preset and capacity results.json's context
+ * records, and no finished case the command line does not plan.
  */
 #ifndef CMB_RESUME_H
 #define CMB_RESUME_H
@@ -21,19 +19,12 @@
 
 #include "cli.h"
 #include "env.h"
+#include "results.h"
 
 struct cmb_output;
 
-typedef struct cmb_resume {
-    char run_id[128];  /* as the CSV rows carry it ("" when none)        */
-    char gpu[96];
-    char mode[8];
-    char **done;       /* names of finished cases, sorted                 */
-    size_t n_done;
-    size_t n_failed;   /* finished cases with a failed row                */
-    size_t json_dropped; /* JSON entries removed (killed between writes)  */
-    int csv_repaired;  /* a torn last CSV line was dropped                */
-} cmb_resume;
+/* The finished cases of the run (harness/results.h). */
+typedef cmb_results_cases cmb_resume;
 
 /* main(): the command line, for the run.args a fresh run writes. */
 void cmb_resume_remember_args(int argc, char **argv);
@@ -50,13 +41,19 @@ int cmb_resume_prepare(int argc, char **argv, cmb_cli *cli, char *err, size_t er
 /* Frees what cmb_resume_prepare kept (after the run). */
 void cmb_resume_release(void);
 
-/* Reads DIR's results, repairs them as above and fills *r. 0 or -1 + err. */
+/* Reads DIR's results through the results store (cmb_results_recover),
+ * repairs them as above and fills *r. 0 or -1 + err. */
 int cmb_resume_load(cmb_resume *r, const char *dir, char *err, size_t errlen);
 
 /* 1 when the case named `name` finished in the earlier part of the run. */
 int cmb_resume_is_done(const cmb_resume *r, const char *name);
 
 void cmb_resume_free(cmb_resume *r);
+
+/* Every finished case must be one that the run's command line (run.args)
+ * plans: `names`, the plan's case names (sorted here). 0 or -1 + err. */
+int cmb_resume_check_plan(const cmb_resume *r, const char **names, size_t n, const char *dir, char *err,
+                          size_t errlen);
 
 /* The run's outputs: a fresh run opens them (and saves run.args); with
  * --resume they are loaded, repaired, checked against this run's mode and

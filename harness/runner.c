@@ -303,6 +303,21 @@ static void plan_setting(const cmb_cli *cli, cmb_env *env, cmb_mode mode, const 
     }
 }
 
+/* A resumed run's finished cases are all cases of its plan. */
+static int check_plan(const cmb_plan *p, const cmb_resume *rs, const char *dir, char *err, size_t errlen)
+{
+    const char **names = malloc((p->n + 1) * sizeof *names);
+    if (!names) {
+        snprintf(err, errlen, "host out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < p->n; i++)
+        names[i] = p->cases[i].spec.name;
+    int rc = cmb_resume_check_plan(rs, names, p->n, dir, err, errlen);
+    free(names);
+    return rc;
+}
+
 static size_t cases_to_run(const cmb_plan *p, const cmb_resume *rs)
 {
     size_t n = p->n - p->n_skipped;
@@ -420,6 +435,10 @@ static int prepare(const cmb_cli *cli, run_ctx *rc, cmb_env *env, cmb_mode *mode
     cmb_env_collect(env, rc->self, cli->device, 120);
     if (choose_mode(cli, env, mode))
         return 2;
+    if (cli->out && cmb_results_check_dir(cli->out, err, sizeof err)) {
+        fprintf(stderr, "cumembench: --out: %s\n", err);
+        return 2;
+    }
     if (cli->out)
         snprintf(dir, dirlen, "%s", cli->out);
     else
@@ -459,6 +478,11 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     cmb_devcheck_start(&dc, mode == CMB_MODE_GPU, &env, rc.self, cli->device);
     if (cmb_resume_open_output(&out, &rs, cli, dir, &env, mode == CMB_MODE_GPU ? "gpu" : "sim", err, sizeof err)) {
         fprintf(stderr, "cumembench: %s\n", err);
+        goto out_free;
+    }
+    if (cli->resume && check_plan(&p, &rs, dir, err, sizeof err)) {
+        fprintf(stderr, "cumembench: %s\n", err);
+        cmb_output_close(&out, NULL, 0);
         goto out_free;
     }
     size_t to_run = cases_to_run(&p, &rs);

@@ -11,6 +11,9 @@ typedef enum cmb_col {
     CMB_N_COLS
 } cmb_col;
 
+/* The columns every results.csv has had (later ones were appended). */
+#define CMB_FIRST_COLS 13
+
 /* "run_id,gpu,...\n": the first line of every results.csv. */
 extern const char *const cmb_csv_header;
 extern const size_t cmb_csv_header_len;

@@ -3,7 +3,11 @@
  * repetition whose workload did not fit (cmb_case_set_oom, carried as the
  * CMB_OOM_COUNTER counter) is written with status oom and "did not fit: N
  * allocations failed" on each of its rows, while --resume counts it as a
- * finished case, not a failed one. */
+ * finished case, not a failed one. And the results store under them
+ * (harness/results.c): an append that fails part-way (a file-size limit,
+ * as a full disk) is undone and the files stay valid and resumable; a
+ * second writer of a directory is refused with the holder's pid; an older
+ * run's header reads by name; a number that is not finite is null. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +18,15 @@
 
 #include <cmocka.h>
 
+#include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "harness/output.h"
+#include "harness/results.h"
 #include "harness/resume.h"
 #include "harness/schema.h"
 #include "support/run.h"
@@ -99,11 +111,164 @@ static void a_case_that_did_not_fit_is_oom(void **state)
     cmb_resume_free(&r);
 }
 
+static long file_size(const char *dir, const char *file)
+{
+    char path[800];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return stat(path, &st) ? -1 : (long)st.st_size;
+}
+
+/* A case of many counters, appended under a file-size limit that lets half
+ * of it through: the call fails, both files are as before it, strict JSON,
+ * and the directory recovers with nothing to repair. */
+static void a_failed_append_is_undone(void **state)
+{
+    (void)state;
+    char dir[700], err[512], path[800];
+    cmb_env env;
+    cmb_output o;
+    static cmb_bench_run runs[2];
+    struct rlimit old, lim;
+    memset(&env, 0, sizeof env);
+    snprintf(env.gpu_slug, sizeof env.gpu_slug, "sim");
+    snprintf(dir, sizeof dir, "%s/undo", cmb_test_tmpdir());
+    assert_int_equal(cmb_output_open(&o, dir, &env, "sim", "test", err, sizeof err), 0);
+    cmb_case_row one = {"s/a/n:1", "s", "a", "", "emulation", "sim", "n=1"};
+    cmb_case_row two = {"s/a/n:2", "s", "a", "", "emulation", "sim", "n=2"};
+    run_of(&runs[0], one.name, 0, 0);
+    assert_int_equal(cmb_output_case(&o, &one, runs, 1, err, sizeof err), 0);
+    long json = file_size(dir, "results.json"), csv = file_size(dir, "results.csv");
+    run_of(&runs[0], two.name, 0, 0);
+    run_of(&runs[1], two.name, 1, 0);
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 1; i < CMB_BENCH_MAX_COUNTERS; i++) {
+            snprintf(runs[k].counters[i].name, sizeof runs[k].counters[i].name, "counter_%zu", i);
+            runs[k].counters[i].value = (double)i;
+        }
+        runs[k].n_counters = CMB_BENCH_MAX_COUNTERS;
+    }
+    signal(SIGXFSZ, SIG_IGN); /* past the limit a write fails (EFBIG), as on a full disk (ENOSPC) */
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = (rlim_t)json + 2000;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = cmb_output_case(&o, &two, runs, 2, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "the files hold every case before this one"));
+    assert_int_equal(file_size(dir, "results.json"), json);
+    assert_int_equal(file_size(dir, "results.csv"), csv);
+    assert_int_equal(cmb_output_case(&o, &two, runs, 2, err, sizeof err), 0); /* room again: the run goes on */
+    assert_int_equal(cmb_output_close(&o, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "benchmarks")), 3);
+    json_decref(doc);
+    cmb_resume r;
+    assert_int_equal(cmb_resume_load(&r, dir, err, sizeof err), 0);
+    assert_int_equal(r.n_done, 2);
+    assert_false(r.csv_repaired || r.json_dropped || r.json_repaired);
+    cmb_resume_free(&r);
+}
+
+/* Another process holds the directory: refused at once, with its pid;
+ * once it is gone the lock is free. */
+static void a_second_writer_is_refused_with_the_pid(void **state)
+{
+    (void)state;
+    char dir[700], err[512], buf[8];
+    int up[2], down[2];
+    cmb_results s;
+    snprintf(dir, sizeof dir, "%s", cmb_test_tmpdir());
+    assert_int_equal(pipe(up), 0);
+    assert_int_equal(pipe(down), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        cmb_results mine;
+        int ok = cmb_results_lock(&mine, dir, err, sizeof err) == 0;
+        (void)!write(up[1], ok ? "y" : "n", 1);
+        (void)!read(down[0], buf, 1); /* held until the parent has tried */
+        _exit(ok ? 0 : 1);
+    }
+    assert_int_equal(read(up[0], buf, 1), 1);
+    assert_int_equal(buf[0], 'y');
+    assert_int_equal(cmb_results_lock(&s, dir, err, sizeof err), -1);
+    char want[64];
+    snprintf(want, sizeof want, "(pid %ld)", (long)child);
+    if (!strstr(err, want))
+        fail_msg("%s", err);
+    assert_int_equal(write(down[1], "x", 1), 1);
+    int st;
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_int_equal(cmb_results_lock(&s, dir, err, sizeof err), 0);
+    assert_int_equal(cmb_results_close(&s, err, sizeof err), 0);
+    assert_int_equal(file_size(dir, "run.lock"), -1); /* removed with the lock */
+}
+
+static int collect(const char *const *f, size_t at, void *ctx)
+{
+    (void)at;
+    snprintf(ctx, 256, "%s|%s|%s|%s", f[CMB_COL_CASE], f[CMB_COL_ALLOCATOR], f[CMB_COL_OPTIONS], f[CMB_COL_IMPL]);
+    return 0;
+}
+
+/* A run written before the options and impl columns: read by name, the
+ * new columns empty; --resume (this version's header only) refuses it. */
+static void an_older_header_reads_by_name(void **state)
+{
+    (void)state;
+    char dir[700], err[512], got[256] = "", path[800];
+    snprintf(dir, sizeof dir, "%s/old", cmb_test_tmpdir());
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/results.csv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("run_id,gpu,mode,case,scenario,allocator,upstream,params,repetition,status,metric,value,error\n"
+          "r,sim,sim,\"s/a:k=v,w\",s,a:k=v,sim,,0,ok,time_s,1,\n", f);
+    fclose(f);
+    assert_int_equal(cmb_results_read_csv(dir, 0, collect, got, NULL, err, sizeof err), 0);
+    assert_string_equal(got, "s/a:k=v,w|a:k=v||");
+    assert_int_equal(cmb_results_read_csv(dir, CMB_RESULTS_THIS_VERSION, collect, got, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "this version's CSV header"));
+}
+
+static void a_number_that_is_not_finite_is_null(void **state)
+{
+    (void)state;
+    json_t *v = cmb_results_number(NAN);
+    assert_true(json_is_null(v));
+    json_decref(v);
+    v = cmb_results_number(-INFINITY);
+    assert_true(json_is_null(v));
+    json_decref(v);
+    v = cmb_results_number(0.1);
+    assert_true(json_is_real(v) && json_real_value(v) == 0.1);
+    json_decref(v);
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/x", cmb_test_tmpdir());
+    char *long_dir = malloc(1000);
+    memset(long_dir, 'd', 999);
+    long_dir[999] = '\0';
+    char err[256];
+    assert_int_equal(cmb_results_check_dir(long_dir, err, sizeof err), -1);
+    assert_non_null(strstr(err, "767"));
+    assert_int_equal(cmb_results_check_dir(dir, err, sizeof err), 0);
+    free(long_dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(header_is_the_schema),
         cmocka_unit_test(a_case_that_did_not_fit_is_oom),
+        cmocka_unit_test(a_failed_append_is_undone),
+        cmocka_unit_test(a_second_writer_is_refused_with_the_pid),
+        cmocka_unit_test(an_older_header_reads_by_name),
+        cmocka_unit_test(a_number_that_is_not_finite_is_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,6 +95,19 @@ class Schema(unittest.TestCase):
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         self.assertFalse(os.path.exists(out))
 
+    def test_results_json_reads_strict_and_old(self):
+        """cmb_schema.read_json reads what the results store writes (strict
+        JSON, null for a cv over zeros) and runs from before it (NaN), the
+        same way: None."""
+        doc = cmb_schema.read_json(self.dir)
+        self.assertEqual(cmb_schema.read_context(self.dir).get("mode"), "sim")
+        cv = [b for b in doc["benchmarks"] if b.get("aggregate_name") == "cv"]
+        self.assertTrue(any(v is None for b in cv for v in b.values()))
+        old = os.path.join(self.tmp, "old.json")
+        with open(os.path.join(self.dir, "results.json")) as f, open(old, "w") as o:
+            o.write(f.read().replace(": null", ": NaN"))
+        self.assertEqual(cmb_schema.read_json(old), doc)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -39,8 +39,6 @@ impl column of results.csv, else from allocators/registry.c
 --where k=v keeps only cases whose parameter k is v (repeatable).
 """
 import argparse
-import csv
-import json
 import math
 import os
 import statistics
@@ -49,7 +47,9 @@ from collections import OrderedDict, defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
 from cmb_report import impl as I  # noqa: E402  (real, emulation or suite)
-from cmb_report.results import existing, open_text  # noqa: E402  (reads .gz runs too)
+from cmb_report.results import existing  # noqa: E402  (reads .gz runs too)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cmb_schema  # noqa: E402  (harness/schema.def; results.json as the results store reads it)
 
 DEFAULT_RUNS = ["results/nvidia-h200/full", "results/nvidia-h100/full"]
 METRICS = ("time_s", "peak_reserved_bytes", "frag_ratio")
@@ -66,27 +66,24 @@ def load(run):
     if not csv_path:
         sys.exit(f"rankings.py: {run}: no results.csv or results.csv.gz")
     ctx = {}
-    json_path = existing(os.path.join(run, "results.json"))
-    if json_path:
-        with open_text(json_path) as f:
-            ctx = json.load(f).get("context", {})
+    if existing(os.path.join(run, "results.json")):
+        ctx = cmb_schema.read_context(run)
     vals = defaultdict(list)  # (scenario, params, allocator, metric) -> values
     order = OrderedDict()
     impls = {}
-    with open_text(csv_path) as f:
-        for row in csv.DictReader(f):
-            if row["status"] != "ok":
-                continue
-            impls.setdefault(row["allocator"], I.impl_of(row["allocator"] + (":" + row["options"]
-                                                                             if row.get("options") else ""),
-                                                          row.get("impl") or ""))
-            try:
-                int(row["repetition"])  # aggregates (mean, median, ...) are left out
-                v = float(row["value"])
-            except ValueError:
-                continue
-            order.setdefault(row["scenario"], None)
-            vals[(row["scenario"], row["params"], row["allocator"], row["metric"])].append(v)
+    for row in cmb_schema.read_rows(csv_path):  # the rows by column, through harness/schema.def
+        if row["status"] != "ok":
+            continue
+        impls.setdefault(row["allocator"], I.impl_of(row["allocator"] + (":" + row["options"]
+                                                                         if row.get("options") else ""),
+                                                      row.get("impl") or ""))
+        try:
+            int(row["repetition"])  # aggregates (mean, median, ...) are left out
+            v = float(row["value"])
+        except ValueError:
+            continue
+        order.setdefault(row["scenario"], None)
+        vals[(row["scenario"], row["params"], row["allocator"], row["metric"])].append(v)
     data = defaultdict(lambda: defaultdict(dict))
     for (scen, params, alloc, metric), v in vals.items():
         data[scen][params].setdefault(alloc, {})[metric] = statistics.median(v)

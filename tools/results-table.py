@@ -15,8 +15,6 @@ allocator configuration (allocator, options, upstream), whatever its
 options hold ('/' included), and results.json only for the environment.
 """
 import argparse
-import gzip
-import json
 import os
 import statistics
 import sys
@@ -31,12 +29,7 @@ SCALE = {"ns": (1e9, "ns"), "us": (1e6, "us"), "ms": (1e3, "ms"), "s": (1, "s"),
 
 def context(run):
     """The environment block of the run's results.json (or .json.gz)."""
-    path = run if run.endswith((".json", ".json.gz")) else os.path.join(run, "results.json")
-    if not os.path.isfile(path) and os.path.isfile(path + ".gz"):
-        path += ".gz"
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:  # committed runs are kept compressed
-        return json.load(f)["context"]
+    return cmb_schema.read_context(run)
 
 
 def repetitions(rows):

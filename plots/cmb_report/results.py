@@ -7,7 +7,6 @@ or was not run stays so, and a metric a case did not report is absent."""
 
 import csv
 import gzip
-import json
 import os
 import statistics
 import sys
@@ -151,22 +150,12 @@ def open_text(path):
 
 
 def _read_csv(path):
-    with open_text(path) as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise ReportError(f"{path}: empty file, expected the header {','.join(CSV_COLUMNS)}")
-        missing = [c for c in CSV_COLUMNS if c not in header]
-        if missing:
-            raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; a cumembench results.csv has "
-                              f"{','.join(CSV_COLUMNS)}")
-        idx = {c: i for i, c in enumerate(header)}
-        for lineno, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            if len(row) < len(header):
-                raise ReportError(f"{path}:{lineno}: {len(row)} fields, the header has {len(header)}")
-            yield lineno, {c: row[i] for c, i in idx.items()}
+    """(line number, row) of every row, read as tools/cmb_schema.py reads them (the rules of the
+    C results store, harness/results.c)."""
+    try:
+        yield from cmb_schema.read_rows(path, numbered=True)
+    except cmb_schema.SchemaError as e:
+        raise ReportError(str(e)) from None
 
 
 def _add_row(cases, path, lineno, row):
@@ -259,13 +248,11 @@ def load_run(path):
         run_id, gpu, mode = run_id or row["run_id"], gpu or row["gpu"], mode or row["mode"]
         _add_row(cases, csv_path, lineno, row)
     context = {}
-    json_path = existing(os.path.join(path, "results.json"))
-    if json_path:
+    if existing(os.path.join(path, "results.json")):
         try:
-            with open_text(json_path) as f:
-                context = json.load(f).get("context", {})
-        except (ValueError, OSError) as e:
-            raise ReportError(f"{json_path}: not readable JSON ({e})") from None
+            context = cmb_schema.read_context(path)  # as the results store reads it (harness/results.c)
+        except cmb_schema.SchemaError as e:
+            raise ReportError(str(e)) from None
     mode = context.get("mode", mode) or "unknown"
     return Run(path=path, run_id=run_id or os.path.basename(path), context=context, mode=mode,
                gpu=gpu or context.get("gpu_name", ""), cases=cases, timelines=_timelines(path))

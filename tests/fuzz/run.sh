@@ -29,7 +29,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(fuzz_trace_suite fuzz_trace_rmm fuzz_units fuzz_params)
+((${#targets[@]})) || targets=(fuzz_trace_suite fuzz_trace_rmm fuzz_units fuzz_params fuzz_results)
 
 cc=${FUZZ_CC:-$(command -v clang || command -v clang-14 || true)}
 if [ -z "$cc" ]; then
