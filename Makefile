@@ -6,6 +6,8 @@
 #   make report-gpus [RUNS="dir ..."] the committed full runs of every GPU side by side
 #                                      (results/<gpu-slug>/full; RUNS=all: every committed run)
 #   make test
+#   make docs  [CHECK=1]            regenerate the docs' generated blocks from committed
+#                                      results (CHECK=1: only check them; CI does)
 #   make baseline [MODE=sim|gpu]       the suite -> results/<gpu-slug>/baseline/
 #   make regress  [MODE=sim|gpu] [BASELINE=dir] [CURRENT=dir] [COMPARE_ARGS="..."]
 #                                      compare with the baseline (docs/regress.md)
@@ -34,7 +36,7 @@ COMMITTED_RUNS = $(shell find results \( -name results.csv -o -name results.csv.
 
 CMAKE_FLAGS = -DCMAKE_CUDA_COMPILER=$(NVCC) $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)")
 
-.PHONY: all deps build build-quiet bench report report-gpus test baseline regress clean
+.PHONY: all deps build build-quiet bench report report-gpus test baseline regress clean docs docs-check
 
 all: build
 
@@ -74,6 +76,14 @@ report-gpus:
 test: DEPS_FLAGS = --test
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# Every table in README.md and docs/ between <!-- BEGIN generated: CMD --> and
+# <!-- END generated --> is CMD's output (tools/gendocs.py); some run build/cumembench.
+docs: build-quiet
+	@$(PYTHON) tools/gendocs.py $(if $(CHECK),--check)
+
+docs-check:
+	@$(MAKE) --no-print-directory docs CHECK=1
 
 baseline: build-quiet
 	@BIN=$(BUILD)/cumembench MODE=$(MODE) ci/baseline.sh
