@@ -16,7 +16,8 @@
 #   replay    traces/samples/torch_mlp_sweep_default.trace and
 #             torch_transformer_sweep.trace                       (~1 min)
 # PART is all (default), or one of fastpath, churn, replay (the build, about
-# a minute, comes first in every part). A whole run should take 5-6 minutes;
+# a minute, comes first in every part). Every case runs CMB_REPETITIONS
+# repetitions (default 9; the tables give the median and min-max of them). A whole run should take 5-6 minutes;
 # split it into parts if it comes near 9.
 #
 # OUT_DIR receives (at most 8 files, none deeper than one folder):
@@ -79,13 +80,14 @@ for a in $pairs; do
     allocs="$allocs${allocs:+,}$a,real:$a"
 done
 
+reps=${CMB_REPETITIONS:-9}
 status=0
 run_group() { # NAME cumembench-options...
     local name=$1
     shift
     say "$name: $allocs"
     rm -rf "${out:?}/$name"
-    "$bin" --mode "$mode" --allocator "$allocs" --out "$out/$name" "$@"
+    "$bin" --mode "$mode" --allocator "$allocs" --out "$out/$name" --repetitions "$reps" "$@"
     local rc=$?
     [ $rc -eq 2 ] && { echo "$name: cumembench refused its input"; status=2; }
     [ $rc -eq 1 ] && status=$((status ? status : 1))

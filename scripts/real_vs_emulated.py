@@ -26,6 +26,7 @@ to its first option (`real:rmm-pool:initial_pool_size=1GiB` pairs with
 """
 import argparse
 import csv
+import gzip
 import io
 import os
 import statistics
@@ -39,10 +40,13 @@ def open_csvs(run):
     """The text of every results.csv in a directory or a .tar.gz."""
     if os.path.isdir(run):
         path = os.path.join(run, "results.csv")
-        if not os.path.exists(path):
-            raise SystemExit(f"real_vs_emulated: {run} has no results.csv")
-        with open(path, newline="") as f:
-            return [f.read()]
+        if os.path.exists(path):
+            with open(path, newline="") as f:
+                return [f.read()]
+        if os.path.exists(path + ".gz"):  # a committed run, compressed
+            with gzip.open(path + ".gz", "rt", newline="") as f:
+                return [f.read()]
+        raise SystemExit(f"real_vs_emulated: {run} has no results.csv")
     if tarfile.is_tarfile(run):
         out = []
         with tarfile.open(run) as t:
@@ -86,14 +90,29 @@ def median(case, metric):
     return statistics.median(v) if v else None
 
 
-def p50_ns(scenario, case):
+def p50_series(scenario, case):
+    """The p50 of each repetition in ns ([] when none)."""
     if case is None:
-        return None
+        return []
     if scenario == "fastpath":
-        t = median(case, "time_s")
-        return t * 1e9 if t is not None else None
-    a, f = median(case, "alloc_p50_ns"), median(case, "free_p50_ns")
-    return a + f if a is not None and f is not None else None
+        return [t * 1e9 for t in case.values.get("time_s", [])]
+    a, f = case.values.get("alloc_p50_ns", []), case.values.get("free_p50_ns", [])
+    return [x + y for x, y in zip(a, f)]
+
+
+def p50_ns(scenario, case):
+    v = p50_series(scenario, case)
+    return statistics.median(v) if v else None
+
+
+def spread(scenario, case):
+    """'median (min-max)' of the case's p50s, '-' when none."""
+    v = p50_series(scenario, case)
+    if not v:
+        return "-"
+    if len(v) == 1:
+        return num(v[0])
+    return f"{num(statistics.median(v))} ({num(min(v))}–{num(max(v))})"
 
 
 def size(v):
@@ -131,12 +150,12 @@ def pair_rows(cases, emul, real):
         note = "; ".join(f"{who}: {s}" for who, s in (("emulation", side(e)), ("real", side(r))) if s)
         rows.append([f"{scenario} {params}".strip(), size(pe), size(pr), diff,
                      num(median(e, "upstream_allocs")), num(median(r, "upstream_allocs")),
-                     num(te), num(tr), ratio, note])
+                     spread(scenario, e), spread(scenario, r), ratio, note])
     return rows
 
 
 HEADER = ["case", "peak reserved, emulation (B)", "peak reserved, real (B)", "difference",
-          "upstream allocs, emulation", "upstream allocs, real", "p50 emulation (ns)", "p50 real (ns)",
+          "upstream allocs, emulation", "upstream allocs, real", "p50 emulation, ns: median (min–max)", "p50 real, ns: median (min–max)",
           "real / emulation", "not run"]
 
 
@@ -150,10 +169,17 @@ def render(cases):
     reals = sorted({a for (_, _, a) in cases if a.startswith(REAL)})
     if not reals:
         return None
-    parts = ["p50: fastpath, one alloc+free pair (time per iteration); churn and replay, the median allocation "
-             "plus the median free. Difference: (real - emulation) / real. Medians over repetitions. An "
-             "emulation's time is its policy's bookkeeping, a lower bound; the real library's includes what "
-             "it does besides (docs/real.md)."]
+    counts = sorted({len(p50_series(s, c)) for (s, _, _), c in cases.items() if p50_series(s, c)})
+    reps = "-".join(str(n) for n in (counts[0], counts[-1]) if n) if counts else "0"
+    if counts and counts[0] == counts[-1]:
+        reps = str(counts[0])
+    parts = [f"p50: fastpath, one alloc+free pair (time per iteration); churn and replay, the median allocation "
+             f"plus the median free. Difference: (real - emulation) / real. Median (min–max) over {reps} "
+             "repetitions per case. An emulation's time is its policy's bookkeeping, not what the original "
+             "costs: the original adds its locks, device queries, events, statistics and (CuPy) the Python "
+             "call, and is usually slower, but a ratio below 1.0x is the original being faster. Upstream "
+             "allocs count what each side calls one: PyTorch's expandable segments count mapped ranges, "
+             "their emulation 2 MiB pages (docs/real.md)."]
     for real in reals:
         emul = real[len(REAL):]
         parts.append(f"\n### {emul} beside {real}\n\n" + table(pair_rows(cases, emul, real)))
