@@ -138,6 +138,14 @@ cmb_status cmb_metered_stats(cmb_metered *mt, cmb_alloc_stats *out)
     return mt->m->stats(mt->state, out);
 }
 
+cmb_status cmb_metered_free_account(cmb_metered *mt, size_t size, cmb_stream s, cmb_free_account *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!mt->m->free_account)
+        return CMB_ERR_UNSUPPORTED; /* a table of ABI version < 3, or a policy with no account */
+    return mt->m->free_account(mt->state, size, s, out);
+}
+
 /* One probe: 1 when `size` can be allocated now (and is freed again), 0
  * when not, -1 on an error that is not an out-of-memory. */
 static int try_size(cmb_metered *mt, uint64_t size, cmb_stream s, cmb_status *err)
