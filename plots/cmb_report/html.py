@@ -7,6 +7,7 @@ import html
 import json
 
 from . import analysis as A
+from . import explain as X
 from . import figures as F
 from . import metrics as M
 from .impl import TIME_LABEL as IMPL_TIME_LABEL
@@ -509,6 +510,9 @@ def render(runs, findings=None):
     _toc(page, runs, scenarios, findings)
     for s in scenarios:
         _scenario_section(page, runs, s, colors)
+    explained = X.section(runs)
+    if explained:
+        page.add(explained)
     _summary(page, runs, scenarios)
     if len(runs) > 1:
         _compare(page, runs, scenarios, colors)
