@@ -28,6 +28,7 @@
 
 #include "../traces/trace.h"
 #include "scenario.h"
+#include "scn_util.h"
 
 #define MAX_STREAMS 16
 
@@ -237,22 +238,6 @@ static cmb_status replay_pass(cmb_case *c, replay_run *run, cmb_stream *streams)
 
 #define EXPLAIN_PINS 3
 
-static const char *const free_reason_counter[CMB_FREE_N_REASONS] = {
-    [CMB_FREE_OTHER_POOL] = "oom_free_other_pool_bytes",
-    [CMB_FREE_OTHER_STREAM] = "oom_free_other_stream_bytes",
-    [CMB_FREE_EVENT_WAIT] = "oom_free_event_wait_bytes",
-    [CMB_FREE_OVERSIZE] = "oom_free_oversize_bytes",
-    [CMB_FREE_NOT_CONTIGUOUS] = "oom_free_not_contiguous_bytes",
-    [CMB_FREE_TOO_SMALL] = "oom_free_too_small_bytes",
-    [CMB_FREE_USABLE] = "oom_free_usable_bytes",
-};
-
-static int explain_wanted(void)
-{
-    const char *v = getenv("CMB_EXPLAIN_OOM");
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 /* The live blocks that pin the most: the largest, then the oldest. */
 static void explain_pins(cmb_case *c, const replay_run *run, uint64_t at)
 {
@@ -290,27 +275,8 @@ static void explain_pins(cmb_case *c, const replay_run *run, uint64_t at)
 
 static void explain_first(cmb_case *c, replay_run *run, uint64_t at, const packed_event *e, cmb_stream s)
 {
-    cmb_alloc_stats stats;
-    cmb_free_account acct;
     cmb_case_counter(c, "oom_event", (double)at);
-    cmb_case_counter(c, "oom_request_bytes", (double)e->size);
-    cmb_case_counter(c, "oom_stream", (double)e->stream);
-    cmb_case_counter(c, "oom_live_requested_bytes", (double)cmb_case_live_bytes(c));
-    if (cmb_case_alloc_stats(c, &stats) == CMB_OK) {
-        if (stats.valid & CMB_STAT_RESERVED)
-            cmb_case_counter(c, "oom_reserved_bytes", (double)stats.reserved.current);
-        if (stats.valid & CMB_STAT_ALLOCATED)
-            cmb_case_counter(c, "oom_allocated_bytes", (double)stats.allocated.current);
-    }
-    cmb_case_counter(c, "oom_device_free_bytes", (double)cmb_case_device_free(c));
-    if (cmb_case_free_account(c, e->size, s, &acct) == CMB_OK) {
-        cmb_case_counter(c, "oom_rounded_bytes", (double)acct.rounded);
-        cmb_case_counter(c, "oom_largest_free_bytes", (double)acct.largest_free);
-        for (int r = 0; r < CMB_FREE_N_REASONS; r++)
-            cmb_case_counter(c, free_reason_counter[r], (double)acct.bytes[r]);
-    } else {
-        cmb_case_note(c, "explain-oom: %s gives no account of its free memory", cmb_case_allocator_name(c));
-    }
+    _cmb_explain_request(c, e->size, e->stream, s);
     explain_pins(c, run, at);
 }
 
@@ -470,7 +436,7 @@ static cmb_status replay_run_case(cmb_case *c)
         return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
     cmb_case_set_op_timing(c, cmb_param_bool(c, "op_latency"));
     oom_explain ex = {NULL, 0, 0, 0, 0};
-    if (explain_wanted()) {
+    if (_cmb_explain_wanted()) {
         ex.born = calloc(cache.slots ? cache.slots : 1, sizeof *ex.born);
         if (!ex.born) {
             free(run.ptr);

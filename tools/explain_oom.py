@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""explain_oom.py - why a replay did not fit, from a run made with
-CMB_EXPLAIN_OOM=1 (docs/explain.md).
+"""explain_oom.py - why a replay did not fit (or why leak-check's or
+contention's allocation failed), from a run made with CMB_EXPLAIN_OOM=1
+(docs/explain.md).
 
     tools/explain_oom.py RUN_DIR [--case SUBSTRING]
 
-For every replay case that did not fit and carries the oom_* counters: the
+For every case that carries the oom_* counters (replays that did not fit;
+leak-check's first error path; contention's warm-up where it stopped): the
 first failed request, what the allocator reserved and allocated, its free
-bytes by the reason the request could not use them, the live blocks that
-pinned the most, the later failures summed, and which other allocators of
-the same run replayed the same trace with the same parameters and capacity
-and fitted, with how much to spare. plots/report.py shows the same in the
+bytes by the reason the request could not use them; for a replay, the live
+blocks that pinned the most, the later failures summed, and which other
+allocators of the same run replayed the same trace with the same parameters
+and capacity and fitted, with how much to spare. plots/report.py shows the same in the
 HTML report (plots/cmb_report/explain.py renders it from explain()).
 Exit status: 0, 1 when no case of the run has an explanation, 2 bad input.
 """
@@ -68,9 +70,10 @@ def _cases(run_dir):
     """case name -> {label, params, status, error, metrics of the first repetition}"""
     cases = {}
     for row in cmb_schema.read_rows(run_dir):
-        if row["scenario"] != "replay" or row["status"] not in ("ok", "oom"):
+        if row["status"] not in ("ok", "oom"):
             continue
         c = cases.setdefault(row["case"], {"label": cmb_schema.label(row), "params": row["params"],
+                                           "scenario": row["scenario"],
                                            "status": "ok", "error": "", "m": {}, "rep": None})
         if row["status"] == "oom":
             c["status"], c["error"] = "oom", row["error"] or c["error"]
@@ -111,12 +114,12 @@ def explain(run_dir):
     out = []
     for name, c in cases.items():
         m = c["m"]
-        if c["status"] != "oom" or "oom_request_bytes" not in m:
+        if "oom_request_bytes" not in m:
             continue
         cap = _capacity_of(c, run_capacity)
         others = []
-        for oname, o in cases.items():
-            if oname == name or o["params"] != c["params"]:
+        for oname, o in cases.items() if c["scenario"] == "replay" else ():
+            if oname == name or o["params"] != c["params"] or o["scenario"] != c["scenario"]:
                 continue
             peak = o["m"].get("peak_reserved_bytes")
             others.append({"label": o["label"], "fits": o["status"] == "ok", "peak_reserved": peak,
@@ -136,14 +139,17 @@ def text(e):
     """One explained case as the lines the terminal shows."""
     m = e["m"]
     get = m.get
-    lines = [f"{e['case']}", f"  {e['error'] or 'did not fit'}"]
+    lines = [f"{e['case']}", f"  {e['error'] or 'an allocation failed (the scenario went on)'}"]
     rounded = f" (rounded to {size(get('oom_rounded_bytes'))})" if "oom_rounded_bytes" in m else ""
-    lines.append(f"  first failure: {size(get('oom_request_bytes'))}{rounded} on stream {int(get('oom_stream', 0))} "
-                 f"at event {int(get('oom_event', 0))}; no frame (the trace records none)")
+    where = f" at event {int(get('oom_event'))}; no frame (the trace records none)" if "oom_event" in m else ""
+    lines.append(f"  first failure: {size(get('oom_request_bytes'))}{rounded} on stream {int(get('oom_stream', 0))}"
+                 f"{where}")
     reserved, allocated = get("oom_reserved_bytes"), get("oom_allocated_bytes")
     free = reserved - allocated if reserved is not None and allocated is not None else None
     lines.append(f"  reserved {size(reserved)}, allocated {size(allocated)} (requested {size(get('oom_live_requested_bytes'))}), "
                  f"free inside the reservation {size(free)}; the device had {size(get('oom_device_free_bytes'))} more")
+    if e["capacity"] and get("oom_request_bytes") > e["capacity"]:
+        lines.append(f"  the request alone is larger than the device ({size(e['capacity'])})")
     if e["reasons"] is None:
         lines.append(f"  free bytes by reason: {e['label']} gives no account of its free memory")
     else:
@@ -170,9 +176,8 @@ def text(e):
                 lines.append(f"    {o['label']:<28} fits, peak reserved {size(o['peak_reserved'])}{spare}")
             else:
                 lines.append(f"    {o['label']:<28} {o['error'] or 'did not fit'}")
-    else:
-        lines.append("  no other allocator of this run replayed the same trace: run the replay with "
-                     "--allocator all to compare")
+    elif e["m"].get("oom_event") is not None:
+        lines.append("  no other allocator of this run replayed the same trace: run it with --allocator all to compare")
     return "\n".join(lines)
 
 
@@ -187,7 +192,7 @@ def main(argv=None):
         print(f"explain_oom: {e}", file=sys.stderr)
         return 2
     if not found:
-        print(f"explain_oom: {args.run}: no replay case that did not fit carries an explanation (run it with "
+        print(f"explain_oom: {args.run}: no case carries an explanation (run it with "
               "CMB_EXPLAIN_OOM=1; docs/explain.md)", file=sys.stderr)
         return 1
     print("\n\n".join(text(e) for e in found))

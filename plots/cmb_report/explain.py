@@ -16,6 +16,7 @@ COLORS = {"other_pool": "#8c564b", "other_stream": "#1f77b4", "event_wait": "#94
 CSS = """
 .oom-bar{display:flex;height:1.4em;width:40em;max-width:100%;border:1px solid #999;margin:.3em 0}
 .oom-bar span{display:block;height:100%}
+.oom-case p.reason{word-break:break-all}
 .oom-key span.sw{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 .8em;vertical-align:middle}
 """
 
@@ -48,12 +49,14 @@ def _bar(e):
 
 def _one(e):
     m = e["m"]
-    out = [f"<h3>{esc(e['label'])}</h3>\n<p class='reason'>{esc(e['case'])}: {esc(e['error'])}</p>\n"]
+    what = e["error"] or "an allocation failed (the scenario went on)"
+    out = [f"<h3>{esc(e['label'])}</h3>\n<p class='reason'>{esc(e['case'])}: {esc(what)}</p>\n"]
     rounded = f" (rounded to {X.size(m['oom_rounded_bytes'])})" if "oom_rounded_bytes" in m else ""
     out.append("<table>"
                f"<tr><td class='l'>first failed request</td><td>{esc(X.size(m['oom_request_bytes']) + rounded)} on "
-               f"stream {int(m.get('oom_stream', 0))} at event {int(m.get('oom_event', 0))}; no frame (the trace "
-               "records none)</td></tr>"
+               f"stream {int(m.get('oom_stream', 0))}"
+               + (f" at event {int(m['oom_event'])}; no frame (the trace records none)" if "oom_event" in m else "")
+               + "</td></tr>"
                f"<tr><td class='l'>reserved / allocated / requested</td><td>{esc(X.size(m.get('oom_reserved_bytes')))}"
                f" / {esc(X.size(m.get('oom_allocated_bytes')))} / {esc(X.size(m.get('oom_live_requested_bytes')))}"
                "</td></tr>"
@@ -90,9 +93,10 @@ def section(runs):
     found = cases(runs)
     if not found:
         return None
-    parts = [f"<style>{CSS}</style><h2 id='explain-oom'>Why it did not fit</h2>\n<p>Replays run with "
-             "CMB_EXPLAIN_OOM=1 that did not fit: the first failed allocation, the allocator's free bytes by the "
-             "reason it could not use them, the live blocks that pinned the most, and the other allocators of the "
+    parts = [f"<style>{CSS}</style><h2 id='explain-oom'>Why it did not fit</h2>\n<p>Cases run with "
+             "CMB_EXPLAIN_OOM=1 whose allocation failed (replays that did not fit, leak-check's error path, "
+             "contention's warm-up): the first failed allocation, the allocator's free bytes by the reason it could "
+             "not use them and, for replays, the live blocks that pinned the most and the other allocators of the "
              "same run on the same trace (docs/explain.md).</p>\n"]
     for r, e in found:
         parts.append((f"<p><b>{esc(r.label)}</b></p>" if len(runs) > 1 else "") + _one(e))
