@@ -34,7 +34,7 @@ COMMITTED_RUNS = $(shell find results \( -name results.csv -o -name results.csv.
 
 CMAKE_FLAGS = -DCMAKE_CUDA_COMPILER=$(NVCC) $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)")
 
-.PHONY: all deps build build-quiet bench report report-gpus test baseline regress clean
+.PHONY: all deps build build-quiet bench bench-scale report report-gpus test baseline regress clean
 
 all: build
 
@@ -55,6 +55,12 @@ build-quiet: deps
 
 bench: build
 	@GPUS="$(GPUS)" OUT="$(OUT)" REPORT="$(REPORT)" PYTHON="$(PYTHON)" ci/bench.sh $(BUILD) --preset $(PRESET) $(ARGS)
+
+# The suite at scale (docs/explain.md): a 2-million-event snapshot, 10 million
+# trace events, the explanation's cost, the report; the table in $(SCALE_OUT)/scale.md.
+SCALE_OUT ?= results/runs/scale-$(shell date +%Y%m%d-%H%M%S)
+bench-scale: build-quiet
+	@scripts/bench-scale.sh $(BUILD) $(SCALE_OUT) $(MACHINE)
 
 report:
 	@runs="$(or $(RUNS),$(NEWEST_RUN),$(COMMITTED_RUNS))"; \
