@@ -77,6 +77,16 @@ measure gen_trace_10m "$py" "$root/tools/scale_gen.py" trace "$src" "$scratch/10
 measure gen_trace_2m "$py" "$root/tools/scale_gen.py" trace "$src" "$scratch/2m-grown.trace" --events $((n_snap * 2 / 3)) ||
     { echo "bench-scale: scale_gen.py trace failed" >&2; exit 1; }
 
+echo "bench-scale: converting a tenth of it (how the converter scales)" >&2
+n_tenth=$((n_snap / 10))
+measure gen_snapshot_tenth "$py" "$root/tools/scale_gen.py" snapshot "$src" "$scratch/tenth.pickle" --events "$n_tenth" ||
+    exit 1
+if measure convert_tenth "$py" "$root/traces/torch_snapshot_to_trace.py" "$scratch/tenth.pickle" "$scratch/tenth.trace"
+then
+    row "convert a snapshot a tenth as large (how it scales)" "$n_tenth" "$secs" "$rss_mib" ""
+fi
+rm -f "$scratch/tenth.pickle" "$scratch/tenth.trace"
+
 echo "bench-scale: converting the snapshot" >&2
 converted=$scratch/2m.trace
 if measure convert bash -c "ulimit -v $((8 << 20)); exec \"$py\" \"$root/traces/torch_snapshot_to_trace.py\" \
