@@ -48,14 +48,15 @@ measure() {
 
 row() { rows+=("| $1 | $2 | $3 | $4 | $5 |"); }
 
-metric() { # RUN_DIR METRIC [ALLOCATOR]: the median over repetitions
+metric() { # RUN_DIR METRIC [ALLOCATOR]: the median over repetitions (counts as integers)
     "$py" - "$@" <<'EOF'
 import csv, os, statistics, sys
 run, metric = sys.argv[1], sys.argv[2]
 alloc = sys.argv[3] if len(sys.argv) > 3 else None
 v = [float(r["value"]) for r in csv.DictReader(open(os.path.join(run, "results.csv")))
      if r["metric"] == metric and r["repetition"] != "" and (alloc is None or r["allocator"] == alloc)]
-print(f"{statistics.median(v):.3f}" if v else "?")
+m = statistics.median(v) if v else None
+print("?" if m is None else f"{m:.0f}" if metric.endswith(("_allocs", "_events")) else f"{m:.3f}")
 EOF
 }
 
@@ -119,13 +120,13 @@ row "replay $n_big trace events (torch-caching; process wall)" "$n_big" "$secs" 
     "< 10 s (the replay itself, time_s: $r10 s)"
 
 echo "bench-scale: what CMB_EXPLAIN_OOM=1 adds" >&2
-replay explain_off "$scratch/10m.trace" torch-caching --repetitions 3 --capacity 11.5GiB
+replay explain_off "$scratch/10m.trace" torch-caching --repetitions 5 --capacity 11.5GiB
 off=$(metric "$out/runs/explain_off" time_s)
-CMB_EXPLAIN_OOM=1 replay explain_on "$scratch/10m.trace" torch-caching --repetitions 3 --capacity 11.5GiB
+CMB_EXPLAIN_OOM=1 replay explain_on "$scratch/10m.trace" torch-caching --repetitions 5 --capacity 11.5GiB
 on=$(metric "$out/runs/explain_on" time_s)
 fails=$(metric "$out/runs/explain_on" oom_failed_allocs)
 added=$("$py" -c "print(f'{100 * ($on - $off) / $off:+.1f}%')" 2>/dev/null || echo "?")
-row "replay $n_big events on 11.5 GiB (does not fit: $fails failed), time_s median of 3: without / with CMB_EXPLAIN_OOM=1" \
+row "replay $n_big events on 11.5 GiB (does not fit: $fails failed), time_s median of 5: without / with CMB_EXPLAIN_OOM=1" \
     "$n_big" "$off / $on ($added)" "" "explanation adds <= 20%"
 
 echo "bench-scale: the report of a 10-million-event replay" >&2
