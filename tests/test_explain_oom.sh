@@ -11,6 +11,12 @@
 #                                segments as fitting; without the variable
 #                                no oom_* counter is written and the case
 #                                names do not change
+#   test_explain_oom.sh scale    tools/scale_gen.py (make bench-scale's
+#                                inputs): a grown trace has exactly the events
+#                                asked for and replays cleanly; a grown
+#                                snapshot converts (traces/torch_snapshot_to_
+#                                trace.py) to the same allocations, its frames
+#                                unshared
 #   test_explain_oom.sh report   the report's "Why it did not fit" section,
 #                                in headless Chromium when it is there:
 #                                rendered without errors; CMB_EXPLAIN_SCREENSHOT
@@ -128,8 +134,41 @@ EOF
     echo "explain-oom: the report's section renders in headless Chromium"
 }
 
+part_scale() {
+    local gen=$src/tools/scale_gen.py base=$src/$trace
+    "$py" "$gen" trace "$base" "$tmp/g.trace" --events 60000 || fail "scale_gen.py trace failed"
+    [ "$(grep -c '^[afs] ' "$tmp/g.trace")" = 60000 ] || fail "the grown trace does not hold 60000 events"
+    (cd "$tmp" && "$bin" --mode sim --scenario replay --allocator torch-caching --param trace=g.trace \
+        --param find_min_capacity=false --repetitions 1 --out run -q) >"$tmp/g.log" 2>&1 ||
+        fail "the grown trace does not replay: $(tail -2 "$tmp/g.log")"
+    grep -q "1 ok" "$tmp/g.log" || fail "the grown trace did not fit 80 GiB: $(tail -1 "$tmp/g.log")"
+    "$py" "$gen" snapshot "$base" "$tmp/s.pickle" --events 3000 --frames 5 || fail "scale_gen.py snapshot failed"
+    "$py" "$src/traces/torch_snapshot_to_trace.py" "$tmp/s.pickle" "$tmp/s.trace" || fail "the snapshot does not convert"
+    "$py" - "$tmp/s.pickle" "$tmp/s.trace" "$tmp/g.trace" <<'EOF' || exit 1
+import pickle, sys
+snap = pickle.load(open(sys.argv[1], "rb"))
+ev = snap["device_traces"][0]
+def fail(m):
+    print("FAIL:", m, file=sys.stderr)
+    sys.exit(1)
+if len(ev) != 3000 or any(len(e["frames"]) != 5 for e in ev):
+    fail(f"{len(ev)} snapshot events, expected 3000 with 5 frames each")
+frames = [f for e in ev for f in e["frames"]]
+if len({id(f["filename"]) for f in frames}) != len(frames):
+    fail("frame strings are shared between events")
+conv = [l.split() for l in open(sys.argv[2]) if l[:2] in ("a ", "f ")]
+grown = [l.split() for l in open(sys.argv[3]) if l[:2] in ("a ", "f ")]
+n_alloc = sum(1 for e in ev if e["action"] == "alloc")
+if sum(1 for l in conv if l[0] == "a") != n_alloc or \
+        [l[2] for l in conv if l[0] == "a"] != [l[2] for l in grown if l[0] == "a"][:n_alloc]:
+    fail("the converted snapshot does not allocate what the grown trace does")
+EOF
+    echo "scale_gen: grown trace and snapshot as asked"
+}
+
 case "${1:-}" in
 replay) part_replay ;;
+scale) part_scale ;;
 report) part_report ;;
-*) fail "usage: test_explain_oom.sh replay|report" ;;
+*) fail "usage: test_explain_oom.sh replay|scale|report" ;;
 esac
