@@ -28,7 +28,7 @@ MAX_CASES = 8
 CSS = """
 .tl-view{margin:.4em 0 1.2em 0}
 .tl-view canvas{border:1px solid #bbb;cursor:crosshair;width:100%;max-width:1100px;height:260px}
-.tl-view .tl-read{font-family:monospace;font-size:12px;min-height:1.3em;white-space:pre}
+.tl-view .tl-read{font-family:monospace;font-size:12px;min-height:1.3em;white-space:pre-wrap}
 """
 
 JS = r"""
