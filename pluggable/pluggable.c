@@ -786,7 +786,7 @@ static void explain_oom(pl_device *d, size_t size, void *stream)
 {
     static _Atomic int explained[CMB_PLUGGABLE_MAX_DEVICES];
     cmb_free_account a;
-    char sz[32], big[32];
+    char sz[32], rounded[32], big[32];
     if (!explain_wanted() || d->ordinal < 0 || d->ordinal >= CMB_PLUGGABLE_MAX_DEVICES ||
         explained[d->ordinal]++)
         return;
@@ -794,7 +794,7 @@ static void explain_oom(pl_device *d, size_t size, void *stream)
         fprintf(stderr, "cumembench pluggable: explain-oom: %s gives no account of its free memory\n", d->spec);
     } else {
         fprintf(stderr, "cumembench pluggable: explain-oom: %s (rounded to %s); largest free block %s; free by reason:\n",
-                cmb_format_size(size, sz, sizeof sz), cmb_format_size(a.rounded, big, sizeof big),
+                cmb_format_size(size, sz, sizeof sz), cmb_format_size(a.rounded, rounded, sizeof rounded),
                 cmb_format_size(a.largest_free, big, sizeof big));
         for (int r = 0; r < CMB_FREE_N_REASONS; r++)
             if (a.bytes[r])

@@ -274,7 +274,7 @@ static void explain_at_the_failing_call(void **state)
     unlink(path);
     assert_true(n > 0);
     text[n] = 0;
-    if (!strstr(text, "explain-oom: 50.00 MiB") || !strstr(text, "15.00 MiB  free blocks smaller than the request") ||
+    if (!strstr(text, "explain-oom: 50.00 MiB (rounded to 50.00 MiB); largest free block 10.00 MiB") || !strstr(text, "15.00 MiB  free blocks smaller than the request") ||
         !strstr(text, "5.00 MiB  live on stream"))
         fail_msg("explanation: %s", text);
     cmb_pluggable_free(b, 0, dev, NULL);
