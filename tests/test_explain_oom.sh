@@ -10,7 +10,9 @@
 #                                reasons, the pinning blocks and expandable
 #                                segments as fitting; without the variable
 #                                no oom_* counter is written and the case
-#                                names do not change
+#                                names do not change; leak-check's error
+#                                path (failure=oom) is explained as a request
+#                                larger than the device
 #   test_explain_oom.sh scale    tools/scale_gen.py (make bench-scale's
 #                                inputs): a grown trace has exactly the events
 #                                asked for and replays cleanly; a grown
@@ -87,6 +89,13 @@ EOF
         grep -qF "$want" "$tmp/text" || fail "explain_oom.py: no '$want' in: $(cat "$tmp/text")"
     done
     "$py" "$src/tools/explain_oom.py" "$tmp/off" >/dev/null 2>&1 && fail "explain_oom.py found an explanation in a run without one"
+    # leak-check's error path: an impossibly large request, explained as such
+    (cd "$src" && CMB_EXPLAIN_OOM=1 "$bin" --mode sim --scenario leak-check --allocator bfc --param failure=oom \
+        --param variant=clean --repetitions 1 --out "$tmp/leak" -q) >"$tmp/leak.log" 2>&1 ||
+        fail "leak-check: $(tail -2 "$tmp/leak.log")"
+    "$py" "$src/tools/explain_oom.py" "$tmp/leak" >"$tmp/leak.txt" || fail "leak-check was not explained"
+    grep -q "the request alone is larger than the device (80.00 GiB)" "$tmp/leak.txt" ||
+        fail "leak-check's explanation: $(cat "$tmp/leak.txt")"
     echo "explain-oom: counters add up, text names the reasons and what fits"
 }
 
