@@ -219,11 +219,6 @@ cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out)
     return cmb_metered_stats(&c->in->mt, out);
 }
 
-cmb_status cmb_case_free_account(cmb_case *c, size_t size, cmb_stream s, cmb_free_account *out)
-{
-    return cmb_metered_free_account(&c->in->mt, size, s, out);
-}
-
 cmb_stream cmb_case_stream(cmb_case *c, int index)
 {
     if (index < 0 || index >= CMB_MAX_STREAMS)
