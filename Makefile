@@ -2,6 +2,7 @@
 # cumembench binary; these targets set up, build and run.
 #
 #   make bench   [PRESET=quick|full] [ARGS="--scenario churn ..."] [OUT=dir] [GPUS=all|"0 1"]
+#   make bench-scale [SCALE_OUT=dir] [MACHINE="..."]  the suite at scale: a table of events, seconds, peak RSS
 #   make report  [RUNS="dir ..."] [REPORT=out.html]
 #   make report-gpus [RUNS="dir ..."] the committed full runs of every GPU side by side
 #                                      (results/<gpu-slug>/full; RUNS=all: every committed run)
@@ -34,7 +35,7 @@ COMMITTED_RUNS = $(shell find results \( -name results.csv -o -name results.csv.
 
 CMAKE_FLAGS = -DCMAKE_CUDA_COMPILER=$(NVCC) $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)")
 
-.PHONY: all deps build build-quiet bench bench-scale report report-gpus test baseline regress clean
+.PHONY: all deps build build-quiet bench report report-gpus test baseline regress clean
 
 all: build
 
@@ -59,6 +60,7 @@ bench: build
 # The suite at scale (docs/explain.md): a 2-million-event snapshot, 10 million
 # trace events, the explanation's cost, the report; the table in $(SCALE_OUT)/scale.md.
 SCALE_OUT ?= results/runs/scale-$(shell date +%Y%m%d-%H%M%S)
+.PHONY: bench-scale
 bench-scale: build-quiet
 	@scripts/bench-scale.sh $(BUILD) $(SCALE_OUT) $(MACHINE)
 
