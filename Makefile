@@ -2,6 +2,7 @@
 # cumembench binary; these targets set up, build and run.
 #
 #   make bench   [PRESET=quick|full] [ARGS="--scenario churn ..."] [OUT=dir] [GPUS=all|"0 1"]
+#   make bench-scale [SCALE_OUT=dir] [MACHINE="..."]  the suite at scale: a table of events, seconds, peak RSS
 #   make report  [RUNS="dir ..."] [REPORT=out.html]
 #   make report-gpus [RUNS="dir ..."] the committed full runs of every GPU side by side
 #                                      (results/<gpu-slug>/full; RUNS=all: every committed run)
@@ -57,6 +58,13 @@ build-quiet: deps
 
 bench: build
 	@GPUS="$(GPUS)" OUT="$(OUT)" REPORT="$(REPORT)" PYTHON="$(PYTHON)" ci/bench.sh $(BUILD) --preset $(PRESET) $(ARGS)
+
+# The suite at scale (docs/explain.md): a 2-million-event snapshot, 10 million
+# trace events, the explanation's cost, the report; the table in $(SCALE_OUT)/scale.md.
+SCALE_OUT ?= results/runs/scale-$(shell date +%Y%m%d-%H%M%S)
+.PHONY: bench-scale
+bench-scale: build-quiet
+	@scripts/bench-scale.sh $(BUILD) $(SCALE_OUT) $(MACHINE)
 
 report:
 	@runs="$(or $(RUNS),$(NEWEST_RUN),$(COMMITTED_RUNS))"; \

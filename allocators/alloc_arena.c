@@ -740,6 +740,8 @@ static const char *arena_last_error(void *state)
     return a->last_error[0] ? a->last_error : NULL;
 }
 
+static cmb_status arena_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
+
 const cmb_allocator_methods cmb_arena_methods = {
     .abi_version = CMB_ALLOCATOR_ABI_VERSION,
     .name = "arena",
@@ -754,4 +756,43 @@ const cmb_allocator_methods cmb_arena_methods = {
     .destroy = arena_destroy,
     .last_error = arena_last_error,
     .options = arena_options,
+    .free_account = arena_free_account,
 };
+
+/* --- free memory by reason (--explain-oom) ------------------------------------------- */
+
+static void account_super(const superblock *s, uint64_t rounded, cmb_free_reason other, cmb_free_account *out)
+{
+    for (const cmb_ftnode *n = cmb_ft_first(&s->free); n; n = cmb_ft_ceil(&s->free, n->key + 1)) {
+        out->bytes[other != CMB_FREE_USABLE ? other : n->size >= rounded ? CMB_FREE_USABLE : CMB_FREE_TOO_SMALL] +=
+            n->size;
+        if (n->size > out->largest_free)
+            out->largest_free = n->size;
+    }
+}
+
+static void account_supers(const cmb_fittree *t, uint64_t rounded, cmb_free_reason other, cmb_free_account *out)
+{
+    for (const cmb_ftnode *n = cmb_ft_first(t); n; n = cmb_ft_ceil(t, n->key + 1))
+        account_super((const superblock *)(const void *)n, rounded, other, out);
+}
+
+/* Free blocks of another stream's arena serve only that stream; in the
+ * global arena and the request's own, a block smaller than the rounded
+ * request is too small (the failed request already returned every
+ * superblock to the global arena, RMM's defragment). */
+static cmb_status arena_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out)
+{
+    const arena_mr *a = state;
+    if (!size || !out || size > SUPERBLOCK_MAX)
+        return CMB_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    out->rounded = a->use_size_classes ? align_to_size_class(size) : align_up(size, ARENA_ALIGN);
+    account_supers(&a->global, out->rounded, CMB_FREE_USABLE, out);
+    for (size_t i = 0; i < cmb_so_count(&a->arenas); i++) {
+        const stream_arena *sa = (const stream_arena *)cmb_so_at(&a->arenas, i);
+        account_supers(&sa->supers, out->rounded, sa->so.stream == stream ? CMB_FREE_USABLE : CMB_FREE_OTHER_STREAM,
+                       out);
+    }
+    return CMB_OK;
+}

@@ -664,6 +664,8 @@ static cmb_status bfc_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     return CMB_OK;
 }
 
+static cmb_status bfc_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
+
 const cmb_allocator_methods cmb_bfc_methods = {
     .abi_version = CMB_ALLOCATOR_ABI_VERSION,
     .name = "bfc",
@@ -677,4 +679,27 @@ const cmb_allocator_methods cmb_bfc_methods = {
     .destroy = bfc_destroy,
     .last_error = bfc_last_error,
     .options = bfc_options,
+    .free_account = bfc_free_account,
 };
+
+/* --- free memory by reason (--explain-oom) --------------------------------- */
+
+/* One pool, no streams: a free chunk either fits the rounded request or is
+ * too small for it. The bytes no region holds yet are the upstream's. */
+static cmb_status bfc_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out)
+{
+    const bfc *a = state;
+    (void)stream;
+    if (!size || !out)
+        return CMB_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    out->rounded = round_bytes(size);
+    for (int b = 0; b < BFC_NUM_BINS; b++) {
+        for (cmb_rbnode *n = cmb_rb_first(&a->bins[b]); n; n = cmb_rb_next(n)) {
+            const bfc_chunk *c = chunk_of(n);
+            out->bytes[c->size >= out->rounded ? CMB_FREE_USABLE : CMB_FREE_TOO_SMALL] += c->size;
+        }
+    }
+    out->largest_free = largest_free_chunk(a);
+    return CMB_OK;
+}

@@ -514,6 +514,8 @@ static const char *binning_last_error(void *state)
     return b->pool_m->last_error(b->pool);
 }
 
+static cmb_status binning_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
+
 const cmb_allocator_methods cmb_binning_methods = {
     .abi_version = CMB_ALLOCATOR_ABI_VERSION,
     .name = "binning",
@@ -528,4 +530,31 @@ const cmb_allocator_methods cmb_binning_methods = {
     .destroy = binning_destroy,
     .last_error = binning_last_error,
     .options = binning_options,
+    .free_account = binning_free_account,
 };
+
+/* --- free memory by reason (--explain-oom) --------------------------------------------- */
+
+/* A bin's free blocks serve only its own size: those of other bins are in
+ * another pool. The pool's own free blocks are accounted by the pool for
+ * what the request asks of it (a chunk of the bin, or the request). */
+static cmb_status binning_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out)
+{
+    const binning *b = state;
+    if (!size || !out)
+        return CMB_ERR_INVALID;
+    const bin *want = bin_for((binning *)b, size);
+    cmb_status st = b->pool_m->free_account(b->pool, want ? want->chunk_size : size, stream, out);
+    if (st != CMB_OK)
+        return st;
+    if (want)
+        out->rounded = want->block_size;
+    for (unsigned i = 0; i < b->n_bins; i++) {
+        const bin *bn = &b->bins[i];
+        uint64_t bytes = bn->free_blocks * bn->block_size;
+        out->bytes[bn == want ? CMB_FREE_USABLE : CMB_FREE_OTHER_POOL] += bytes;
+        if (bn->free_blocks && bn->block_size > out->largest_free)
+            out->largest_free = bn->block_size;
+    }
+    return CMB_OK;
+}

@@ -465,6 +465,8 @@ static cmb_status buddy_create(const cmb_config *cfg, cmb_upstream *up, void **s
     return CMB_OK;
 }
 
+static cmb_status buddy_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
+
 const cmb_allocator_methods cmb_buddy_methods = {
     .abi_version = CMB_ALLOCATOR_ABI_VERSION,
     .name = "buddy",
@@ -478,4 +480,27 @@ const cmb_allocator_methods cmb_buddy_methods = {
     .destroy = buddy_destroy,
     .last_error = buddy_last_error,
     .options = buddy_options,
+    .free_account = buddy_free_account,
 };
+
+/* --- free memory by reason (--explain-oom) --------------------------------- */
+
+/* Free blocks of a lower order than the request's are too small: each can
+ * merge only with its buddy, and that buddy is (part of) a live block. */
+static cmb_status buddy_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out)
+{
+    const buddy *a = state;
+    (void)stream;
+    if (!size || !out)
+        return CMB_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    int want = size > (1ull << 62) ? BUDDY_MAX_LEVELS : level_for(size);
+    out->rounded = want < BUDDY_MAX_LEVELS ? 1ull << (want + BUDDY_MIN_ORDER) : UINT64_MAX;
+    for (int j = 0; a->base && j <= a->top; j++) {
+        uint64_t bytes = a->free_count[j] << (j + BUDDY_MIN_ORDER);
+        out->bytes[j >= want ? CMB_FREE_USABLE : CMB_FREE_TOO_SMALL] += bytes;
+        if (a->free_count[j])
+            out->largest_free = 1ull << (j + BUDDY_MIN_ORDER);
+    }
+    return CMB_OK;
+}

@@ -495,6 +495,8 @@ static cmb_status cupy_create(const cmb_config *cfg, cmb_upstream *up, void **st
     return CMB_OK;
 }
 
+static cmb_status cupy_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
+
 const cmb_allocator_methods cmb_cupy_methods = {
     .abi_version = CMB_ALLOCATOR_ABI_VERSION,
     .name = "cupy",
@@ -508,4 +510,32 @@ const cmb_allocator_methods cmb_cupy_methods = {
     .destroy = cupy_destroy,
     .last_error = cupy_last_error,
     .options = cupy_options,
+    .free_account = cupy_free_account,
 };
+
+/* --- free memory by reason (--explain-oom) --------------------------------- */
+
+/* A chunk serves only its own stream's requests; in that arena, one smaller
+ * than the rounded request is too small (free_all_blocks already returned
+ * the whole ones before the request failed). */
+static cmb_status cupy_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out)
+{
+    const cupy *a = state;
+    if (!size || !out || size > UINT64_MAX - CUPY_ALLOCATION_UNIT)
+        return CMB_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    out->rounded = round_size(size);
+    for (size_t i = 0; i < a->n_arenas; i++) {
+        const cupy_arena *ar = a->arenas[i];
+        for (cmb_rbnode *n = cmb_rb_first(&ar->free); n; n = cmb_rb_next(n)) {
+            const cupy_chunk *c = chunk_of(n);
+            cmb_free_reason r = ar->stream != stream      ? CMB_FREE_OTHER_STREAM
+                                : c->size < out->rounded ? CMB_FREE_TOO_SMALL
+                                                         : CMB_FREE_USABLE;
+            out->bytes[r] += c->size;
+            if (c->size > out->largest_free)
+                out->largest_free = c->size;
+        }
+    }
+    return CMB_OK;
+}

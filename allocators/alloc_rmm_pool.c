@@ -648,6 +648,8 @@ static const char *pool_last_error(void *state)
     return p->last_error[0] ? p->last_error : NULL;
 }
 
+static cmb_status pool_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
+
 const cmb_allocator_methods cmb_rmm_pool_methods = {
     .abi_version = CMB_ALLOCATOR_ABI_VERSION,
     .name = "rmm-pool",
@@ -662,4 +664,31 @@ const cmb_allocator_methods cmb_rmm_pool_methods = {
     .destroy = pool_destroy,
     .last_error = pool_last_error,
     .options = _cmb_rmm_pool_options,
+    .free_account = pool_free_account,
 };
+
+/* --- free memory by reason (--explain-oom) ------------------------------------------ */
+
+/* get_block takes a fitting block from any stream's list (waiting on its
+ * event, merging whole lists), so after a failure no list holds one: every
+ * free block is too small, the blocks of separate upstream allocations
+ * never merging. */
+static cmb_status pool_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out)
+{
+    rmm_pool *p = state;
+    (void)stream;
+    if (!size || !out || size > UINT64_MAX - POOL_ALIGN)
+        return CMB_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    out->rounded = align_up(size, POOL_ALIGN);
+    for (size_t i = 0; i < cmb_so_count(&p->so); i++) {
+        const pool_stream *l = (const pool_stream *)cmb_so_at(&p->so, i);
+        for (cmb_rbnode *n = cmb_rb_first(&l->by_size); n; n = cmb_rb_next(n)) {
+            const pool_block *b = cmb_rb_entry(n, pool_block, by_size);
+            out->bytes[b->size >= out->rounded ? CMB_FREE_USABLE : CMB_FREE_TOO_SMALL] += b->size;
+            if (b->size > out->largest_free)
+                out->largest_free = b->size;
+        }
+    }
+    return CMB_OK;
+}

@@ -1157,4 +1157,59 @@ const cmb_allocator_methods cmb_torch_caching_methods = {
     .destroy = _cmb_tc_destroy,
     .last_error = _cmb_tc_last_error,
     .options = _cmb_tc_options,
+    .free_account = _cmb_tc_free_account,
 };
+
+/* --- free memory by reason (--explain-oom) ------------------------------------------------ */
+
+/* The reason a free block cannot serve `p`, in cmb_free_reason's order and
+ * by get_free_block's own rules. */
+static cmb_free_reason tc_free_reason(const _cmb_tc_state *st, const _cmb_tc_params *p, const _cmb_tc_block *b)
+{
+    if (b->pool != p->pool)
+        return CMB_FREE_OTHER_POOL;
+    if (b->stream != p->stream)
+        return CMB_FREE_OTHER_STREAM;
+    if (p->size < st->max_split_size && b->size >= st->max_split_size)
+        return CMB_FREE_OVERSIZE;
+    if (p->size >= st->max_split_size && b->size >= add_sat(p->size, st->max_non_split_rounding_size))
+        return CMB_FREE_OVERSIZE;
+    if (b->size < p->size)
+        return st->expandable ? CMB_FREE_NOT_CONTIGUOUS : CMB_FREE_TOO_SMALL;
+    return CMB_FREE_USABLE;
+}
+
+static void tc_account_pool(const _cmb_tc_state *st, const _cmb_tc_params *p, const _cmb_tc_pool *pool,
+                            cmb_free_account *out)
+{
+    for (cmb_rbnode *n = cmb_rb_first(&pool->blocks); n; n = cmb_rb_next(n)) {
+        const _cmb_tc_block *b = BLK(n);
+        out->bytes[tc_free_reason(st, p, b)] += b->size;
+        if (b->size > out->largest_free)
+            out->largest_free = b->size;
+    }
+}
+
+/* Every free byte of the reservation: the pools' blocks, and blocks freed
+ * but held until the events of the streams that used them complete. */
+cmb_status _cmb_tc_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out)
+{
+    const _cmb_tc_state *st = state;
+    if (!size || !out || size > SIZE_MAX / 4)
+        return CMB_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    _cmb_tc_params p = {round_size(st, size), 0, stream, NULL, NULL};
+    p.pool = p.size <= TC_SMALL_SIZE ? (_cmb_tc_pool *)&st->small : (_cmb_tc_pool *)&st->large;
+    out->rounded = p.size;
+    tc_account_pool(st, &p, &st->small, out);
+    tc_account_pool(st, &p, &st->large, out);
+    for (size_t i = 0; i < st->n_events; i++) {
+        const _cmb_tc_block *b = st->events[i].block;
+        size_t j = 0;
+        while (j < i && st->events[j].block != b)
+            j++;
+        if (j == i) /* a block with several events counts once */
+            out->bytes[CMB_FREE_EVENT_WAIT] += b->size;
+    }
+    return CMB_OK;
+}

@@ -394,4 +394,5 @@ const cmb_allocator_methods cmb_torch_expandable_methods = {
     .destroy = _cmb_tc_destroy,
     .last_error = _cmb_tc_last_error,
     .options = _cmb_tc_options,
+    .free_account = _cmb_tc_free_account,
 };

@@ -28,10 +28,10 @@ extern "C" {
 #endif
 
 /* Bumped on any incompatible change of the structs below. Version 2 added
- * `options` at the end of cmb_allocator_methods; a version-1 table is still
- * loaded (external.c, real.c) and reads as one without option
- * declarations. */
-#define CMB_ALLOCATOR_ABI_VERSION 2u
+ * `options` at the end of cmb_allocator_methods, version 3 `free_account`
+ * after it; a table of an older version is still loaded (external.c,
+ * real.c) and reads as one without the later fields. */
+#define CMB_ALLOCATOR_ABI_VERSION 3u
 #define CMB_ALLOCATOR_ABI_VERSION_MIN 1u
 
 /* --- statistics: current / peak / total, as mimalloc keeps them --------- */
@@ -155,6 +155,32 @@ typedef struct cmb_option_decl {
 #define CMB_OPTION_EX(n, t, d, lo, hi, u, h, ch, fl, ex) {(n), (t), (d), (lo), (hi), (u), (h), (ch), (fl), (ex)}
 #define CMB_OPTION_END {NULL, (cmb_option_type)0, NULL, NULL, NULL, NULL, NULL, NULL, 0u, NULL}
 
+/* --- free memory by reason (ABI version 3) --------------------------------
+ *
+ * Why a request was refused although the reservation holds free bytes:
+ * free_account() sorts every free byte inside the reservation by the first
+ * reason, in this order, that keeps the request (as the policy rounds it)
+ * from using it. The bytes add up to the policy's free bytes; CMB_FREE_USABLE
+ * holds those that would serve the request (0 right after it failed, unless
+ * the policy refused for another reason, e.g. a limit on its reservation).
+ */
+typedef enum cmb_free_reason {
+    CMB_FREE_OTHER_POOL = 0,    /* in the other size pool (small vs large)          */
+    CMB_FREE_OTHER_STREAM,      /* cached for another stream                        */
+    CMB_FREE_EVENT_WAIT,        /* freed, but waiting on events of streams that used it */
+    CMB_FREE_OVERSIZE,          /* blocks above max_split_size a smaller request may not split */
+    CMB_FREE_NOT_CONTIGUOUS,    /* mapped pages, but not next to each other         */
+    CMB_FREE_TOO_SMALL,         /* a free block smaller than the request            */
+    CMB_FREE_USABLE,            /* would serve the request                          */
+    CMB_FREE_N_REASONS
+} cmb_free_reason;
+
+typedef struct cmb_free_account {
+    uint64_t rounded;                    /* the request as the policy rounds it  */
+    uint64_t largest_free;               /* largest free block, any pool/stream */
+    uint64_t bytes[CMB_FREE_N_REASONS];  /* free bytes by cmb_free_reason        */
+} cmb_free_account;
+
 /* --- the method table ----------------------------------------------------- */
 
 enum {
@@ -196,6 +222,11 @@ typedef struct cmb_allocator_methods {
     /* ABI version 2: the options it takes, ending with {NULL}; NULL when
      * the allocator does not declare them (it then checks them itself). */
     const cmb_option_decl *options;
+
+    /* ABI version 3: the free memory a request of `size` bytes on `stream`
+     * could not use, by reason (for --explain-oom); NULL when the policy
+     * gives no account. Cheap enough after a failure, not for the hot path. */
+    cmb_status (*free_account)(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
 } cmb_allocator_methods;
 
 /* The entry point a plug-in library exports. It returns NULL when it does

@@ -51,7 +51,8 @@ int cmb_external_load(const char *path, const cmb_allocator_methods **out, char 
 }
 
 /* A table of an older version is a prefix of today's: copy it into a whole
- * one whose later fields are empty (version 1: no option declarations).
+ * one whose later fields are empty (version 1: no option declarations;
+ * version 2: no free account).
  * The copy lives as long as the process, like the library. */
 const cmb_allocator_methods *cmb_methods_from_abi(const cmb_allocator_methods *m, uint32_t version)
 {
@@ -73,7 +74,9 @@ const cmb_allocator_methods *cmb_methods_from_abi(const cmb_allocator_methods *m
         return NULL;
     cmb_allocator_methods *whole = &copies[n_copies].whole;
     memset(whole, 0, sizeof *whole);
-    memcpy(whole, m, offsetof(cmb_allocator_methods, options)); /* version 1's fields */
+    /* version 1 ends before `options`, version 2 before `free_account` */
+    memcpy(whole, m, version == 1 ? offsetof(cmb_allocator_methods, options)
+                                  : offsetof(cmb_allocator_methods, free_account));
     copies[n_copies++].from = m;
     return whole;
 }

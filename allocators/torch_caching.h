@@ -138,6 +138,8 @@ cmb_status _cmb_tc_trim(void *state);
 cmb_status _cmb_tc_stats(void *state, cmb_alloc_stats *out);
 cmb_status _cmb_tc_destroy(void *state);
 const char *_cmb_tc_last_error(void *state);
+/* Free bytes a request could not use, by reason (cmb_allocator.h). */
+cmb_status _cmb_tc_free_account(void *state, size_t size, cmb_stream stream, cmb_free_account *out);
 /* The options of both (PyTorch's CUDAAllocatorConfig). */
 extern const cmb_option_decl _cmb_tc_options[];
 /* The invariant walk of both (common/cmb_assert.h). */

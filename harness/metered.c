@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "../scenarios/scenario.h"
 
 cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, void *state,
                             cmb_upstream *up, size_t latency_cap, uint64_t seed)
@@ -29,8 +30,14 @@ out_nomem:
     return CMB_ERR_HOST_NOMEM;
 }
 
+/* The instance whose allocation failed last (cmb_case_free_account): a
+ * case's process runs one scenario at a time, on one thread. */
+static cmb_metered *last_refused;
+
 void cmb_metered_free(cmb_metered *mt)
 {
+    if (last_refused == mt)
+        last_refused = NULL;
     cmb_latency_free(&mt->alloc_ns);
     cmb_latency_free(&mt->free_ns);
     cmb_hashmap_free(&mt->live);
@@ -72,6 +79,7 @@ cmb_status cmb_metered_alloc(cmb_metered *mt, size_t size, cmb_stream s, void **
     if (st != CMB_OK) {
         mt->failed_allocs++;
         mt->last_failure = st;
+        last_refused = mt;
         notify(mt, CMB_OP_ALLOC_FAILED, NULL, size, s);
         return st;
     }
@@ -136,6 +144,25 @@ cmb_status cmb_metered_stats(cmb_metered *mt, cmb_alloc_stats *out)
     if (!mt->m->stats)
         return CMB_OK;
     return mt->m->stats(mt->state, out);
+}
+
+cmb_status cmb_metered_free_account(cmb_metered *mt, size_t size, cmb_stream s, cmb_free_account *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!mt->m->free_account)
+        return CMB_ERR_UNSUPPORTED; /* a table of ABI version < 3, or a policy with no account */
+    return mt->m->free_account(mt->state, size, s, out);
+}
+
+/* scenario.h: kept here, beside the meters that saw the failure */
+cmb_status cmb_case_free_account(cmb_case *c, size_t size, cmb_stream s, cmb_free_account *out)
+{
+    (void)c; /* the instance is the one that refused last: the case's own, or its fresh trial's */
+    if (!last_refused) {
+        memset(out, 0, sizeof *out);
+        return CMB_ERR_STATE;
+    }
+    return cmb_metered_free_account(last_refused, size, s, out);
 }
 
 /* One probe: 1 when `size` can be allocated now (and is freed again), 0

@@ -67,6 +67,10 @@ cmb_status cmb_metered_dealloc(cmb_metered *mt, void *ptr, cmb_stream s);
 /* The allocator's own statistics (zeroed with valid == 0 when it has none). */
 cmb_status cmb_metered_stats(cmb_metered *mt, cmb_alloc_stats *out);
 
+/* The allocator's free bytes by reason for a request of `size` on `s`;
+ * CMB_ERR_UNSUPPORTED when it gives no account. */
+cmb_status cmb_metered_free_account(cmb_metered *mt, size_t size, cmb_stream s, cmb_free_account *out);
+
 /* Largest single allocation the allocator serves now, found by trying:
  * `upper` first, then a binary search down to `resolution` bytes. The
  * probes bypass the meters. */

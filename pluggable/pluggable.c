@@ -520,6 +520,8 @@ static void report_oom(pl_device *d, size_t size, cmb_status st)
                   why ? why : "");
 }
 
+static void explain_oom(pl_device *d, size_t size, void *stream);
+
 static void *alloc_locked(pl_device *d, size_t size, void *stream)
 {
     uint32_t sid, slot;
@@ -537,6 +539,7 @@ static void *alloc_locked(pl_device *d, size_t size, void *stream)
         if (d->real)
             _cmb_pl_clear_error();
         report_oom(d, size, st);
+        explain_oom(d, size, stream);
         return NULL;
     }
     if (cmb_hashmap_put(&d->live, (uint64_t)(uintptr_t)p, slot)) {
@@ -726,4 +729,78 @@ int cmb_pluggable_empty_cache(int device)
 __attribute__((destructor)) static void at_exit(void)
 {
     _cmb_pl_trace_finish_at_exit();
+}
+
+/* --- explaining an out-of-memory (CMB_EXPLAIN_OOM=1) --------------------------------------------- */
+
+/* At the first failed allocation of a device, on stderr after the one-line
+ * report: the policy's free bytes by the reason the request could not use
+ * them (its free_account) and the largest live blocks. Later failures keep
+ * the one line. docs/explain.md. */
+
+static const char *const pl_reason_words[CMB_FREE_N_REASONS] = {
+    [CMB_FREE_OTHER_POOL] = "in the other size pool (small vs large)",
+    [CMB_FREE_OTHER_STREAM] = "cached for another stream",
+    [CMB_FREE_EVENT_WAIT] = "waiting on events of streams that used it",
+    [CMB_FREE_OVERSIZE] = "above max_split_size, not split for a smaller request",
+    [CMB_FREE_NOT_CONTIGUOUS] = "mapped pages, but not next to each other",
+    [CMB_FREE_TOO_SMALL] = "free blocks smaller than the request",
+    [CMB_FREE_USABLE] = "free blocks that would serve it",
+};
+
+static int explain_wanted(void)
+{
+    const char *v = getenv("CMB_EXPLAIN_OOM");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static void explain_largest_live(pl_device *d)
+{
+    enum { TOP = 3 };
+    uint64_t top[TOP] = {0};
+    uint32_t top_stream[TOP] = {0};
+    size_t it = 0;
+    uint64_t key, slot;
+    char sz[32];
+    while (cmb_hashmap_next(&d->live, &it, &key, &slot)) {
+        const pl_slot *s = &d->slots[slot];
+        int j = TOP;
+        while (j > 0 && top[j - 1] < s->size) {
+            if (j < TOP) {
+                top[j] = top[j - 1];
+                top_stream[j] = top_stream[j - 1];
+            }
+            j--;
+        }
+        if (j < TOP) {
+            top[j] = s->size;
+            top_stream[j] = s->stream_id;
+        }
+    }
+    for (int j = 0; j < TOP && top[j]; j++)
+        fprintf(stderr, "cumembench pluggable:     %12s  live on stream %u\n", cmb_format_size(top[j], sz, sizeof sz),
+                top_stream[j]);
+}
+
+static void explain_oom(pl_device *d, size_t size, void *stream)
+{
+    static _Atomic int explained[CMB_PLUGGABLE_MAX_DEVICES];
+    cmb_free_account a;
+    char sz[32], rounded[32], big[32];
+    if (!explain_wanted() || d->ordinal < 0 || d->ordinal >= CMB_PLUGGABLE_MAX_DEVICES ||
+        explained[d->ordinal]++)
+        return;
+    if (!d->m->free_account || d->m->free_account(d->policy, size, (cmb_stream)stream, &a) != CMB_OK) {
+        fprintf(stderr, "cumembench pluggable: explain-oom: %s gives no account of its free memory\n", d->spec);
+    } else {
+        fprintf(stderr, "cumembench pluggable: explain-oom: %s (rounded to %s); largest free block %s; free by reason:\n",
+                cmb_format_size(size, sz, sizeof sz), cmb_format_size(a.rounded, rounded, sizeof rounded),
+                cmb_format_size(a.largest_free, big, sizeof big));
+        for (int r = 0; r < CMB_FREE_N_REASONS; r++)
+            if (a.bytes[r])
+                fprintf(stderr, "cumembench pluggable:     %12s  %s\n", cmb_format_size(a.bytes[r], sz, sizeof sz),
+                        pl_reason_words[r]);
+    }
+    fprintf(stderr, "cumembench pluggable:   the largest live blocks:\n");
+    explain_largest_live(d);
 }

@@ -97,6 +97,8 @@ static cmb_status warm_phase(cmb_case *c, cmb_rng *rng, contention *ct)
         void *p;
         st = cmb_alloc(c, size, s, &p);
         if (st == CMB_ERR_OOM) {
+            if (_cmb_explain_wanted()) /* what stopped the warm-up short of its target */
+                _cmb_explain_request(c, size, 0, s);
             st = CMB_OK;
             break;
         }

@@ -63,6 +63,8 @@ static cmb_status one_iteration(cmb_case *c, uint64_t i, int leak, leak_tally *t
     if (!failed) {
         st = cmb_alloc(c, out_size, s, &out);
         failed = fail && st == CMB_ERR_OOM;
+        if (failed && !t->failures && _cmb_explain_wanted()) /* the first error path, explained */
+            _cmb_explain_request(c, out_size, 0, s);
     }
     if (failed) {
         t->failures++;

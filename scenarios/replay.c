@@ -28,6 +28,7 @@
 
 #include "../traces/trace.h"
 #include "scenario.h"
+#include "scn_util.h"
 
 #define MAX_STREAMS 16
 
@@ -118,6 +119,12 @@ static cmb_status load_trace(cmb_case *c, const char *path)
 
 /* --- one replay ---------------------------------------------------------------------------- */
 
+/* CMB_EXPLAIN_OOM=1: what the first failure needs to be explained. */
+typedef struct oom_explain {
+    uint64_t *born;       /* per slot: the event that allocated its live block */
+    uint64_t failed, failed_bytes, largest_failed, last_failed;
+} oom_explain;
+
 typedef struct replay_run {
     const loaded_trace *t;
     void **ptr;          /* per slot; NULL when not live */
@@ -126,7 +133,11 @@ typedef struct replay_run {
     uint64_t passes;
     uint64_t pass;       /* the pass under way, for progress */
     const char *what;    /* what progress counts ("events") */
+    oom_explain *ex; /* CMB_EXPLAIN_OOM=1: the first failure explained; NULL otherwise */
 } replay_run;
+
+static void explain_failure(cmb_case *c, replay_run *run, uint64_t at, const packed_event *e, cmb_stream s);
+static void explain_reset(oom_explain *ex);
 
 static cmb_status sync_stream(cmb_case *c, int index)
 {
@@ -161,6 +172,8 @@ static cmb_status replay_events(cmb_case *c, void *arg)
         streams[i] = i < t->streams ? cmb_case_stream(c, i) : NULL;
     memset(run->ptr, 0, (size_t)t->slots * sizeof *run->ptr);
     run->ooms = 0;
+    if (run->ex)
+        explain_reset(run->ex);
     for (uint64_t pass = 0; pass < run->passes; pass++) {
         run->pass = pass;
         cmb_status st = replay_pass(c, run, streams);
@@ -186,9 +199,13 @@ static cmb_status replay_pass(cmb_case *c, replay_run *run, cmb_stream *streams)
             if (st == CMB_ERR_OOM) {
                 run->ptr[e->slot] = NULL;
                 run->ooms++;
+                if (run->ex)
+                    explain_failure(c, run, base + i, e, streams[e->stream]);
             } else if (st != CMB_OK) {
                 return cmb_case_fail(c, st, "event %zu: allocation of %llu bytes failed", i,
                                      (unsigned long long)e->size);
+            } else if (run->ex) {
+                run->ex->born[e->slot] = base + i;
             }
             break;
         case CMB_TRACE_FREE:
@@ -207,6 +224,89 @@ static cmb_status replay_pass(cmb_case *c, replay_run *run, cmb_stream *streams)
     return CMB_OK;
 }
 
+/* --- explaining the first failure (CMB_EXPLAIN_OOM=1) ------------------------------------------ */
+
+/* At the first allocation that fails: the request, what the allocator
+ * reserved and allocated, its free bytes by the reason the request could
+ * not use them (the policy's free_account), the device's free bytes, and
+ * the live blocks that pin the most memory, with their age in events. The
+ * later failures are summed. All of it goes out as counters (oom_*), which
+ * tools/explain_oom.py prints and plots/report.py shows beside the other
+ * allocators of the same run. Off by default: it is read from the
+ * environment so a replay's parameters, and so its case names, stay as
+ * they were. */
+
+#define EXPLAIN_PINS 3
+
+/* The live blocks that pin the most: the largest, then the oldest. */
+static void explain_pins(cmb_case *c, const replay_run *run, uint64_t at)
+{
+    uint32_t top[EXPLAIN_PINS];
+    uint64_t top_size[EXPLAIN_PINS] = {0};
+    int n = 0;
+    for (uint32_t k = 0; k < run->t->slots; k++) {
+        if (!run->ptr[k])
+            continue;
+        uint64_t size = cmb_block_size(c, run->ptr[k]);
+        int j = n < EXPLAIN_PINS ? n++ : EXPLAIN_PINS;
+        while (j > 0 && (top_size[j - 1] < size || (top_size[j - 1] == size &&
+                                                    run->ex->born[top[j - 1]] > run->ex->born[k]))) {
+            if (j < EXPLAIN_PINS) {
+                top[j] = top[j - 1];
+                top_size[j] = top_size[j - 1];
+            }
+            j--;
+        }
+        if (j < EXPLAIN_PINS) {
+            top[j] = k;
+            top_size[j] = size;
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        char name[48];
+        snprintf(name, sizeof name, "oom_pin%d_bytes", j + 1);
+        cmb_case_counter(c, name, (double)top_size[j]);
+        snprintf(name, sizeof name, "oom_pin%d_event", j + 1);
+        cmb_case_counter(c, name, (double)run->ex->born[top[j]]);
+        snprintf(name, sizeof name, "oom_pin%d_age_events", j + 1);
+        cmb_case_counter(c, name, (double)(at - run->ex->born[top[j]]));
+    }
+}
+
+static void explain_first(cmb_case *c, replay_run *run, uint64_t at, const packed_event *e, cmb_stream s)
+{
+    cmb_case_counter(c, "oom_event", (double)at);
+    _cmb_explain_request(c, e->size, e->stream, s);
+    explain_pins(c, run, at);
+}
+
+static void explain_reset(oom_explain *ex)
+{
+    ex->failed = ex->failed_bytes = ex->largest_failed = ex->last_failed = 0;
+}
+
+static void explain_failure(cmb_case *c, replay_run *run, uint64_t at, const packed_event *e, cmb_stream s)
+{
+    oom_explain *ex = run->ex;
+    if (!ex->failed++)
+        explain_first(c, run, at, e, s);
+    ex->failed_bytes += e->size;
+    if (e->size > ex->largest_failed)
+        ex->largest_failed = e->size;
+    ex->last_failed = at;
+}
+
+/* The failures after the first, summed: how many, how much, the largest. */
+static void explain_summary(cmb_case *c, const oom_explain *ex)
+{
+    if (!ex->failed)
+        return;
+    cmb_case_counter(c, "oom_failed_allocs", (double)ex->failed);
+    cmb_case_counter(c, "oom_failed_bytes", (double)ex->failed_bytes);
+    cmb_case_counter(c, "oom_largest_failed_bytes", (double)ex->largest_failed);
+    cmb_case_counter(c, "oom_last_event", (double)ex->last_failed);
+}
+
 /* --- the smallest capacity that fits --------------------------------------------------------- */
 
 typedef struct fit_probe {
@@ -221,6 +321,7 @@ static cmb_status fit_fn(cmb_case *c, void *arg)
     fit_probe *p = arg;
     snprintf(p->what, sizeof p->what, "events, min-capacity trial %d", ++p->trials);
     p->run->what = p->what;
+    p->run->ex = NULL; /* the search's trials explain nothing */
     cmb_status st = replay_events(c, p->run);
     p->ooms = p->run->ooms;
     return st;
@@ -330,10 +431,19 @@ static cmb_status replay_run_case(cmb_case *c)
     if (cache.folded_streams)
         cmb_case_note(c, "more than %d streams: extra streams share handles", MAX_STREAMS);
     replay_run run = {&cache, calloc(cache.slots ? cache.slots : 1, sizeof(void *)), 0,
-                      cmb_param_bool(c, "sync"), cmb_param_u64(c, "passes"), 0, "events"};
+                      cmb_param_bool(c, "sync"), cmb_param_u64(c, "passes"), 0, "events", NULL};
     if (!run.ptr)
         return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
     cmb_case_set_op_timing(c, cmb_param_bool(c, "op_latency"));
+    oom_explain ex = {NULL, 0, 0, 0, 0};
+    if (_cmb_explain_wanted()) {
+        ex.born = calloc(cache.slots ? cache.slots : 1, sizeof *ex.born);
+        if (!ex.born) {
+            free(run.ptr);
+            return cmb_case_fail(c, CMB_ERR_HOST_NOMEM, "host out of memory");
+        }
+        run.ex = &ex;
+    }
 
     double t0 = cmb_case_clock(c);
     st = replay_events(c, &run);
@@ -345,10 +455,13 @@ static cmb_status replay_run_case(cmb_case *c)
         trace_counters(c, &cache, run.passes, run.ooms, seconds);
     if (st == CMB_OK && run.ooms)
         cmb_case_set_oom(c, run.ooms); /* did not fit: an answer, not a failure */
+    if (st == CMB_OK && run.ex)
+        explain_summary(c, run.ex);
 
     if (st == CMB_OK && cmb_param_bool(c, "find_min_capacity"))
         st = min_capacity(c, &run);
     free(run.ptr);
+    free(ex.born);
     return st;
 }
 

@@ -146,6 +146,12 @@ uint64_t cmb_case_peak_bytes(const cmb_case *c);
 
 /* The allocator's own statistics now (valid == 0 when it keeps none). */
 cmb_status cmb_case_alloc_stats(cmb_case *c, cmb_alloc_stats *out);
+/* Right after a cmb_alloc failed: the free bytes by reason, for a request
+ * of `size` on `s`, of the allocator instance that refused it
+ * (cmb_allocator.h's cmb_free_account): why the request did not fit.
+ * CMB_ERR_UNSUPPORTED (out zeroed) when the allocator gives none,
+ * CMB_ERR_STATE when no allocation has failed. */
+cmb_status cmb_case_free_account(cmb_case *c, size_t size, cmb_stream s, cmb_free_account *out);
 
 /* Runs fn on a fresh instance of the allocator under test (a new upstream
  * too), with `capacity` bytes of device (sim: the simulated size; GPU: a

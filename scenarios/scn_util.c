@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cublas_loader.h"
 #include <cuda_runtime_api.h>
@@ -144,4 +145,46 @@ double _cmb_median(double *v, size_t n)
         return NAN;
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* --- explaining a failed allocation (CMB_EXPLAIN_OOM=1) ------------------------------------ */
+
+static const char *const free_reason_counter[CMB_FREE_N_REASONS] = {
+    [CMB_FREE_OTHER_POOL] = "oom_free_other_pool_bytes",
+    [CMB_FREE_OTHER_STREAM] = "oom_free_other_stream_bytes",
+    [CMB_FREE_EVENT_WAIT] = "oom_free_event_wait_bytes",
+    [CMB_FREE_OVERSIZE] = "oom_free_oversize_bytes",
+    [CMB_FREE_NOT_CONTIGUOUS] = "oom_free_not_contiguous_bytes",
+    [CMB_FREE_TOO_SMALL] = "oom_free_too_small_bytes",
+    [CMB_FREE_USABLE] = "oom_free_usable_bytes",
+};
+
+int _cmb_explain_wanted(void)
+{
+    const char *v = getenv("CMB_EXPLAIN_OOM");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+void _cmb_explain_request(cmb_case *c, uint64_t size, int stream_index, cmb_stream s)
+{
+    cmb_alloc_stats stats;
+    cmb_free_account acct;
+    cmb_case_counter(c, "oom_request_bytes", (double)size);
+    cmb_case_counter(c, "oom_stream", (double)stream_index);
+    cmb_case_counter(c, "oom_live_requested_bytes", (double)cmb_case_live_bytes(c));
+    if (cmb_case_alloc_stats(c, &stats) == CMB_OK) {
+        if (stats.valid & CMB_STAT_RESERVED)
+            cmb_case_counter(c, "oom_reserved_bytes", (double)stats.reserved.current);
+        if (stats.valid & CMB_STAT_ALLOCATED)
+            cmb_case_counter(c, "oom_allocated_bytes", (double)stats.allocated.current);
+    }
+    cmb_case_counter(c, "oom_device_free_bytes", (double)cmb_case_device_free(c));
+    if (cmb_case_free_account(c, size, s, &acct) != CMB_OK) {
+        cmb_case_note(c, "explain-oom: %s gives no account of its free memory", cmb_case_allocator_name(c));
+        return;
+    }
+    cmb_case_counter(c, "oom_rounded_bytes", (double)acct.rounded);
+    cmb_case_counter(c, "oom_largest_free_bytes", (double)acct.largest_free);
+    for (int r = 0; r < CMB_FREE_N_REASONS; r++)
+        cmb_case_counter(c, free_reason_counter[r], (double)acct.bytes[r]);
 }

@@ -67,4 +67,15 @@ static inline int _cmb_gpu(const cmb_case *c)
     return cmb_case_mode(c) == CMB_MODE_GPU;
 }
 
+/* --- explaining a failed allocation (docs/explain.md) ----------------------------------- */
+
+/* CMB_EXPLAIN_OOM is set (and not 0): explain failed allocations. */
+int _cmb_explain_wanted(void);
+/* Right after an allocation of `size` on stream `s` (index `stream_index`)
+ * failed: the request, what the allocator reserved and allocated, the
+ * device's free bytes and the allocator's free bytes by the reason the
+ * request could not use them, as oom_* counters (a note when the
+ * allocator gives no account). */
+void _cmb_explain_request(cmb_case *c, uint64_t size, int stream_index, cmb_stream s);
+
 #endif /* CMB_SCN_UTIL_H */

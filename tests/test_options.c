@@ -248,6 +248,29 @@ static void plugins_of_both_abi_versions_load(void **state)
     assert_int_equal(cmb_upstream_close(up), 0);
 }
 
+/* A version-2 table (options, no free account) reads as today's without one. */
+static void plugins_of_abi_version_2_load(void **state)
+{
+    (void)state;
+    const char *v2 = getenv("CMB_ABI_V2_PLUGIN");
+    if (!v2)
+        fail_msg("CMB_ABI_V2_PLUGIN must be set (ctest sets it)");
+    char err[512];
+    const cmb_allocator_methods *m;
+    assert_int_equal(cmb_external_load(v2, &m, err, sizeof err), 0);
+    assert_int_equal(m->abi_version, 2);
+    assert_string_equal(m->name, "abi-v2");
+    assert_non_null(m->options);
+    assert_null(m->free_account); /* not read past the version-2 table's end */
+    cmb_upstream *up;
+    void *st = NULL, *p = NULL;
+    cmb_test_open_methods(m, NULL, 1 * GiB, NULL, &up, &st);
+    assert_int_equal(m->allocate(st, 1 * MiB, NULL, &p), CMB_OK);
+    assert_int_equal(m->deallocate(st, p, 1 * MiB, NULL), CMB_OK);
+    assert_int_equal(m->destroy(st), CMB_OK);
+    assert_int_equal(cmb_upstream_close(up), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +281,7 @@ int main(void)
         cmocka_unit_test(readers_give_values_then_defaults),
         cmocka_unit_test(create_refuses_what_the_check_refuses),
         cmocka_unit_test(plugins_of_both_abi_versions_load),
+        cmocka_unit_test(plugins_of_abi_version_2_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

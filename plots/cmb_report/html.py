@@ -7,6 +7,8 @@ import html
 import json
 
 from . import analysis as A
+from . import explain as X
+from . import timeline_view as TV
 from . import figures as F
 from . import metrics as M
 from .impl import TIME_LABEL as IMPL_TIME_LABEL
@@ -386,6 +388,7 @@ def _scenario_section(page, runs, scenario, colors):
                                 colors, xlabel=f"{budget} (memory budget)"), f"{scenario} time versus budget")
     for r in runs:
         page.img(F.timeline(r, scenario, colors), f"{scenario} memory over time on {r.label}")
+        page.add(TV.view(r, scenario, colors))
     for r in all_runs:
         _detail_table(page, r, scenario)
 
@@ -509,6 +512,9 @@ def render(runs, findings=None):
     _toc(page, runs, scenarios, findings)
     for s in scenarios:
         _scenario_section(page, runs, s, colors)
+    explained = X.section(runs)
+    if explained:
+        page.add(explained)
     _summary(page, runs, scenarios)
     if len(runs) > 1:
         _compare(page, runs, scenarios, colors)

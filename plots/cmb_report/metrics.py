@@ -123,6 +123,47 @@ KNOWN += [
     _M("min_capacity_bytes", "min capacity", "bytes", "lower",
        "replay (sim): the smallest device, in 2 MiB steps, on which the trace replays without a failed "
        "allocation under this allocator (bisection over fresh instances)."),
+    # replay under CMB_EXPLAIN_OOM=1: the first failed allocation explained (docs/explain.md)
+    _M("oom_event", "first failure at", "count", "", "replay (explain): the event, counted from the start of "
+       "the first pass, whose allocation failed first."),
+    _M("oom_request_bytes", "failed request", "bytes", "", "replay (explain): the size the first failed "
+       "allocation asked for."),
+    _M("oom_rounded_bytes", "failed request rounded", "bytes", "", "replay (explain): the first failed request "
+       "as the allocator rounds it (its free_account)."),
+    _M("oom_stream", "failed on stream", "count", "", "replay (explain): the stream index of the first failed "
+       "allocation (streams numbered in order of first use)."),
+    _M("oom_live_requested_bytes", "requested at failure", "bytes", "", "replay (explain): bytes the live blocks "
+       "had asked for when the first allocation failed."),
+    _M("oom_reserved_bytes", "reserved at failure", "bytes", "", "replay (explain): the allocator's reserved "
+       "bytes right after the first failed allocation."),
+    _M("oom_allocated_bytes", "allocated at failure", "bytes", "", "replay (explain): the allocator's allocated "
+       "bytes (live blocks after rounding) right after the first failed allocation."),
+    _M("oom_device_free_bytes", "device free at failure", "bytes", "", "replay (explain): the device's free bytes "
+       "outside the allocator right after the first failed allocation."),
+    _M("oom_largest_free_bytes", "largest free at failure", "bytes", "", "replay (explain): the allocator's "
+       "largest free block, any pool or stream, right after the first failed allocation."),
+    _M("oom_free_other_pool_bytes", "free: other pool", "bytes", "", "replay (explain): free bytes in the size "
+       "pool the failed request does not use (small vs large)."),
+    _M("oom_free_other_stream_bytes", "free: other stream", "bytes", "", "replay (explain): free bytes cached "
+       "for a stream other than the failed request's."),
+    _M("oom_free_event_wait_bytes", "free: waiting on events", "bytes", "", "replay (explain): bytes freed but "
+       "held until events of the streams that used them complete."),
+    _M("oom_free_oversize_bytes", "free: above max_split_size", "bytes", "", "replay (explain): free blocks at "
+       "or above max_split_size that a smaller request may not split."),
+    _M("oom_free_not_contiguous_bytes", "free: not contiguous", "bytes", "", "replay (explain): free mapped "
+       "pages of an expandable segment that are not next to each other."),
+    _M("oom_free_too_small_bytes", "free: too small", "bytes", "", "replay (explain): free blocks the failed "
+       "request could use but each smaller than it."),
+    _M("oom_free_usable_bytes", "free: would serve", "bytes", "", "replay (explain): free blocks that would "
+       "serve the failed request (0 unless the allocator refused for another reason, such as a limit)."),
+    _M("oom_failed_allocs", "failed allocations (explain)", "count", "", "replay (explain): allocations that "
+       "failed in the explained repetition, the first included."),
+    _M("oom_failed_bytes", "failed bytes", "bytes", "", "replay (explain): the sum of the sizes of every failed "
+       "allocation, the first included."),
+    _M("oom_largest_failed_bytes", "largest failed", "bytes", "", "replay (explain): the largest request that "
+       "failed."),
+    _M("oom_last_event", "last failure at", "count", "", "replay (explain): the event of the last failed "
+       "allocation."),
     _M("trace_events", "trace events", "count", "", "replay: events in the trace (allocations, frees, syncs)."),
     _M("replayed_events", "replayed events", "count", "", "replay: trace events x passes."),
     _M("trace_allocs", "trace allocations", "count", "", "replay: allocation events in the trace."),
@@ -332,6 +373,12 @@ PATTERNS = [
     (r"stall_us_(\w+)", "stall ({0})", "us", "",
      "stream-async (GPU): median time the fill queued after the last allocation took to complete, microseconds "
      "(pattern {0}); about spin_us for `none` means the allocator made the stream wait."),
+    (r"oom_pin(\d+)_bytes", "pin {0} size", "bytes", "",
+     "replay (explain): the {0}th largest live block when the first allocation failed (ties: the oldest)."),
+    (r"oom_pin(\d+)_event", "pin {0} allocated at", "count", "",
+     "replay (explain): the event that allocated the {0}th largest live block at the first failure."),
+    (r"oom_pin(\d+)_age_events", "pin {0} age", "count", "",
+     "replay (explain): events between the allocation of the {0}th largest live block and the first failure."),
     (r"r(\d+)_d(\d+)_bytes", "rank {0} on device {1}", "bytes", "",
      "multi-gpu: what rank {0} holds on device {1} after its traffic was freed (its contexts, what its allocator "
      "keeps)."),

@@ -246,6 +246,41 @@ static void out_of_memory(void **state)
     assert_int_equal(cmb_pluggable_set_capacity(0), 0);
 }
 
+/* CMB_EXPLAIN_OOM=1: the first failed call of a device explains itself on
+ * stderr: free bytes by reason and the largest live blocks. */
+static void explain_at_the_failing_call(void **state)
+{
+    (void)state;
+    const int dev = 9; /* a device no other test created: it takes this spec and capacity */
+    char path[] = "/tmp/cmb-explain-XXXXXX", text[4096];
+    int fd = mkstemp(path), saved = dup(2);
+    assert_true(fd >= 0 && saved >= 0);
+    setenv("CMB_EXPLAIN_OOM", "1", 1);
+    configure_ok("torch-caching@sim");
+    assert_int_equal(cmb_pluggable_set_capacity(64 * MiB), 0);
+    void *a = cmb_pluggable_malloc(5 * MiB, dev, NULL), *b = cmb_pluggable_malloc(5 * MiB, dev, NULL);
+    assert_true(a && b);
+    cmb_pluggable_free(a, 0, dev, NULL);
+    fflush(stderr);
+    assert_int_equal(dup2(fd, 2), 2);
+    void *big = cmb_pluggable_malloc(50 * MiB, dev, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    assert_null(big);
+    close(saved);
+    unsetenv("CMB_EXPLAIN_OOM");
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_true(n > 0);
+    text[n] = 0;
+    if (!strstr(text, "explain-oom: 50.00 MiB (rounded to 50.00 MiB); largest free block 10.00 MiB") || !strstr(text, "15.00 MiB  free blocks smaller than the request") ||
+        !strstr(text, "5.00 MiB  live on stream"))
+        fail_msg("explanation: %s", text);
+    cmb_pluggable_free(b, 0, dev, NULL);
+    assert_int_equal(cmb_pluggable_set_capacity(0), 0);
+}
+
 static void peaks_and_reset(void **state)
 {
     (void)state;
@@ -400,7 +435,7 @@ int main(void)
         cmocka_unit_test(streams_in_order), cmocka_unit_test(out_of_memory),
         cmocka_unit_test(peaks_and_reset),  cmocka_unit_test(empty_cache_returns_memory),
         cmocka_unit_test(trace_round_trip), cmocka_unit_test(trace_from_threads),
-        cmocka_unit_test(trace_unwritable),
+        cmocka_unit_test(trace_unwritable), cmocka_unit_test(explain_at_the_failing_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
