@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../allocators/external.h"
 #include "../allocators/registry.h"
 #include "../allocators/upstream.h"
@@ -520,11 +521,31 @@ static void report_oom(pl_device *d, size_t size, cmb_status st)
                   why ? why : "");
 }
 
+/* A pointer the policy must not have given: NULL, or a block still live
+ * (a plug-in that breaks the contract). The program never sees it; the
+ * policy keeps it, as a free of it would free the live block. */
+static int refuse_pointer(pl_device *d, const void *p, size_t size)
+{
+    uint64_t v;
+    if (p && !cmb_hashmap_get(&d->live, (uint64_t)(uintptr_t)p, &v))
+        return 0;
+    d->ooms++;
+    _cmb_pl_error(1, "device %d: %s returned %s for %zu B: refused (allocator contract broken)", d->ordinal,
+                  d->spec, p ? "a block that is still live" : "NULL with success", size);
+    return 1;
+}
+
 static void *alloc_locked(pl_device *d, size_t size, void *stream)
 {
     uint32_t sid, slot;
     void *p = NULL;
     int64_t held_before = d->up ? d->up->stats.held_current : 0;
+    if (!cmb_size_request_ok(size)) {
+        d->ooms++;
+        _cmb_pl_error(1, "out of memory on device %d: %zu B under %s: " CMB_SIZE_TOO_LARGE_REASON, d->ordinal,
+                      size, d->spec);
+        return NULL;
+    }
     if (stream_id(d, stream, &sid) || slot_new(d, &slot)) {
         d->ooms++;
         _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
@@ -537,6 +558,10 @@ static void *alloc_locked(pl_device *d, size_t size, void *stream)
         if (d->real)
             _cmb_pl_clear_error();
         report_oom(d, size, st);
+        return NULL;
+    }
+    if (refuse_pointer(d, p, size)) {
+        d->free_slots[d->n_free_slots++] = slot;
         return NULL;
     }
     if (cmb_hashmap_put(&d->live, (uint64_t)(uintptr_t)p, slot)) {

@@ -246,6 +246,65 @@ static void out_of_memory(void **state)
     assert_int_equal(cmb_pluggable_set_capacity(0), 0);
 }
 
+/* Sizes near SIZE_MAX: NULL with the reason under every policy, the
+ * library's count of requested bytes untouched (it went negative when a
+ * wrapped round-up served SIZE_MAX). */
+static void huge_requests_refused(void **state)
+{
+    (void)state;
+    static const char *specs[] = {"bfc@sim", "cuda@sim", "torch-caching@sim", "rmm-pool@sim", "arena@sim",
+                                  "binning@sim", "cupy@sim", "buddy@sim", "cmb@sim"};
+    static const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX / 2 + 1, ((size_t)1 << 48) + 1};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        const int dev = 20 + (int)i;
+        configure_ok(specs[i]);
+        void *live = cmb_pluggable_malloc(MiB, dev, NULL);
+        assert_non_null(live);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            void *p = cmb_pluggable_malloc(sizes[k], dev, NULL);
+            if (p)
+                fail_msg("%s: malloc(%zu) returned %p", specs[i], sizes[k], p);
+            if (!strstr(cmb_pluggable_last_error(), "256TiB"))
+                fail_msg("%s: malloc(%zu): no reason: %s", specs[i], sizes[k], cmb_pluggable_last_error());
+        }
+        cmb_pluggable_memstats s = stats_of(dev);
+        assert_int_equal(s.requested_current, (int64_t)MiB);
+        assert_int_equal(s.ooms, 4);
+        void *other = cmb_pluggable_malloc(MiB, dev, NULL);
+        assert_non_null(other);
+        assert_ptr_not_equal(other, live);
+        cmb_pluggable_free(live, 0, dev, NULL);
+        cmb_pluggable_free(other, 0, dev, NULL);
+    }
+}
+
+/* A plug-in that hands out a block still live: the library refuses it. */
+static void duplicate_pointer_refused(void **state)
+{
+    (void)state;
+    const int dev = 40;
+    char spec[1024];
+    const char *lib = getenv("CMB_HOSTILE");
+    assert_non_null(lib);
+    snprintf(spec, sizeof spec, "external:%s:mode=duplicate:at=3@sim", lib);
+    configure_ok(spec);
+    void *a = cmb_pluggable_malloc(MiB, dev, NULL);
+    void *b = cmb_pluggable_malloc(MiB, dev, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    void *c = cmb_pluggable_malloc(MiB, dev, NULL); /* the plug-in answers b again */
+    if (c)
+        fail_msg("the library handed out %p (a=%p b=%p)", c, a, b);
+    if (!strstr(cmb_pluggable_last_error(), "still live"))
+        fail_msg("no reason: %s", cmb_pluggable_last_error());
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.allocs, 2);
+    assert_int_equal(s.requested_current, (int64_t)(2 * MiB));
+    cmb_pluggable_free(a, 0, dev, NULL);
+    cmb_pluggable_free(b, 0, dev, NULL);
+    assert_int_equal(stats_of(dev).bad_frees, 0);
+}
+
 static void peaks_and_reset(void **state)
 {
     (void)state;
@@ -400,7 +459,8 @@ int main(void)
         cmocka_unit_test(streams_in_order), cmocka_unit_test(out_of_memory),
         cmocka_unit_test(peaks_and_reset),  cmocka_unit_test(empty_cache_returns_memory),
         cmocka_unit_test(trace_round_trip), cmocka_unit_test(trace_from_threads),
-        cmocka_unit_test(trace_unwritable),
+        cmocka_unit_test(trace_unwritable), cmocka_unit_test(huge_requests_refused),
+        cmocka_unit_test(duplicate_pointer_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
