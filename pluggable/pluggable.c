@@ -188,6 +188,20 @@ static void set_config_error(const char *fmt, ...)
     cfg.error_printed = 0;
 }
 
+/* CMB_CAPACITY as the command line reads --capacity: "64MB" is refused as
+ * ambiguous, never read as MiB; at most CMB_SIZE_MAX_CAPACITY. */
+static void read_capacity(const char *v)
+{
+    char why[160];
+    uint64_t bytes;
+    if (cmb_parse_size_strict(v, "B", &bytes, why, sizeof why))
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s' is not a size (e.g. 8GiB): %s", v, why);
+    else if (bytes > CMB_SIZE_MAX_CAPACITY)
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s': at most " CMB_SIZE_MAX_CAPACITY_TEXT, v);
+    else
+        cfg.capacity = bytes;
+}
+
 /* The environment, once per process, before the first configure() or the
  * first allocation, whichever comes first. Its settings are defaults the
  * API calls override. */
@@ -202,8 +216,8 @@ static void read_environment(void)
         else if (strcmp(v, "null"))
             snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_TORCH_OOM='%s': expected null or raise", v);
     }
-    if ((v = getenv("CMB_CAPACITY")) && *v && cmb_parse_size(v, &cfg.capacity))
-        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s' is not a size (e.g. 8GiB)", v);
+    if ((v = getenv("CMB_CAPACITY")) && *v)
+        read_capacity(v);
     if ((v = getenv("CMB_ALLOCATOR")) && *v) {
         cmb_alloc_spec *s;
         const cmb_allocator_methods *m;
@@ -265,6 +279,10 @@ int cmb_pluggable_configure(const char *spec)
 int cmb_pluggable_set_capacity(uint64_t bytes)
 {
     environment_once();
+    if (bytes > CMB_SIZE_MAX_CAPACITY) {
+        _cmb_pl_error(0, "set_capacity(%llu): at most " CMB_SIZE_MAX_CAPACITY_TEXT, (unsigned long long)bytes);
+        return -1;
+    }
     pthread_mutex_lock(&_cmb_pl_global_lock);
     cfg.capacity = bytes;
     pthread_mutex_unlock(&_cmb_pl_global_lock);

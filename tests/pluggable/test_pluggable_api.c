@@ -305,6 +305,43 @@ static void duplicate_pointer_refused(void **state)
     assert_int_equal(stats_of(dev).bad_frees, 0);
 }
 
+/* CMB_CAPACITY is read as the command line reads --capacity: "64MB" is
+ * ambiguous, above 1TiB too large; each refuses every use with the reason.
+ * The environment is read once per process: each value runs in a fresh
+ * copy of this program (main's --env-capacity). */
+static void capacity_environment(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value, *words;
+    } cases[] = {{"64MB", "ambiguous"}, {"64mb", "ambiguous"}, {"16777215TiB", "at most 1TiB"},
+                 {"2TiB", "at most 1TiB"}, {"64MiB", NULL}, {"67108864", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512], out[1024] = "";
+        snprintf(cmd, sizeof cmd, "CMB_CAPACITY=%s /proc/%d/exe --env-capacity 2>&1", cases[i].value, (int)getpid());
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        size_t n = fread(out, 1, sizeof out - 1, f);
+        out[n] = '\0';
+        int rc = pclose(f);
+        if (cases[i].words ? rc == 0 || !strstr(out, cases[i].words) : rc != 0)
+            fail_msg("CMB_CAPACITY=%s: exit %d: %s", cases[i].value, rc, out);
+    }
+}
+
+/* One allocation under CMB_CAPACITY: exit 0 when it was served within
+ * 64MiB, 1 with the reason otherwise. */
+static int env_capacity_main(void)
+{
+    configure_ok("bfc@sim");
+    void *p = cmb_pluggable_malloc(MiB, 0, NULL);
+    if (!p) {
+        printf("%s\n", cmb_pluggable_last_error());
+        return 1;
+    }
+    return stats_of(0).device_total == (int64_t)(64 * MiB) ? 0 : 1;
+}
+
 static void peaks_and_reset(void **state)
 {
     (void)state;
@@ -447,9 +484,11 @@ static void trace_unwritable(void **state)
     assert_int_equal(cmb_pluggable_trace_stop(), -1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     setenv("CMB_PLUGGABLE_ALLOW_SIM", "1", 1);
+    if (argc == 2 && !strcmp(argv[1], "--env-capacity"))
+        return env_capacity_main();
     unsetenv("CMB_ALLOCATOR");
     unsetenv("CMB_TRACE");
     unsetenv("CMB_CAPACITY");
@@ -460,7 +499,7 @@ int main(void)
         cmocka_unit_test(peaks_and_reset),  cmocka_unit_test(empty_cache_returns_memory),
         cmocka_unit_test(trace_round_trip), cmocka_unit_test(trace_from_threads),
         cmocka_unit_test(trace_unwritable), cmocka_unit_test(huge_requests_refused),
-        cmocka_unit_test(duplicate_pointer_refused),
+        cmocka_unit_test(duplicate_pointer_refused), cmocka_unit_test(capacity_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
