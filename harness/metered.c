@@ -1,10 +1,9 @@
 /* metered.c - timing and bookkeeping around the allocator under test. */
 #include "metered.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "../allocators/cmb_stats_check.h"
 #include "clock.h"
 
 cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, void *state,
@@ -134,50 +133,16 @@ cmb_status cmb_metered_dealloc(cmb_metered *mt, void *ptr, cmb_stream s)
 
 /* --- impossible statistics --------------------------------------------------------------- */
 
-#define STAT_KNOWN_BITS                                                                                      \
-    (CMB_STAT_REQUESTED | CMB_STAT_ALLOCATED | CMB_STAT_RESERVED | CMB_STAT_BLOCKS | CMB_STAT_LARGEST_FREE | \
-     CMB_STAT_UPSTREAM | CMB_STAT_OOM_RETRIES)
-
-static void impossible(cmb_metered *mt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void impossible(cmb_metered *mt, const char *fmt, ...)
-{
-    if (mt->impossible_stats++)
-        return; /* the first reason is kept */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(mt->impossible_why, sizeof mt->impossible_why, fmt, ap);
-    va_end(ap);
-}
-
-/* Clears `bit` from st->valid when the count cannot be true. */
-static void check_count(cmb_metered *mt, cmb_alloc_stats *st, uint32_t bit, const cmb_stat_count *c,
-                        const char *what)
-{
-    if (!(st->valid & bit))
-        return;
-    if (c->current < 0 || c->peak < c->current) {
-        impossible(mt, "%s current %lld, peak %lld", what, (long long)c->current, (long long)c->peak);
-        st->valid &= ~bit;
-    }
-}
-
-/* A policy's statistics as it reports them, less what cannot be true: such
- * values are never published as numbers (a peak of -1 from all-0xff bytes). */
+/* A policy's statistics as it reports them, less what cannot be true
+ * (allocators/cmb_stats_check.h): such values are never published as
+ * numbers (a peak of -1 from all-0xff bytes); the first reason is kept. */
 static void check_stats(cmb_metered *mt, cmb_alloc_stats *st)
 {
-    if (st->valid & ~(uint32_t)STAT_KNOWN_BITS) {
-        impossible(mt, "unknown valid bits 0x%x", (unsigned)st->valid);
-        st->valid = 0;
-        return;
-    }
-    check_count(mt, st, CMB_STAT_REQUESTED, &st->requested, "requested");
-    check_count(mt, st, CMB_STAT_ALLOCATED, &st->allocated, "allocated");
-    check_count(mt, st, CMB_STAT_RESERVED, &st->reserved, "reserved");
-    check_count(mt, st, CMB_STAT_BLOCKS, &st->blocks, "blocks");
-    if ((st->valid & CMB_STAT_LARGEST_FREE) && st->largest_free > (uint64_t)INT64_MAX) {
-        impossible(mt, "largest_free %llu", (unsigned long long)st->largest_free);
-        st->valid &= ~(uint32_t)CMB_STAT_LARGEST_FREE;
-    }
+    char why[sizeof mt->impossible_why];
+    int n = cmb_stats_check(st, why, sizeof why);
+    if (n && !mt->impossible_stats)
+        memcpy(mt->impossible_why, why, sizeof why);
+    mt->impossible_stats += (uint64_t)n;
 }
 
 cmb_status cmb_metered_stats(cmb_metered *mt, cmb_alloc_stats *out)

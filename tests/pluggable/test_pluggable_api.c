@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "allocators/cmb_allocator.h"
 #include "pluggable/cmb_pluggable.h"
 #include "traces/trace.h"
 
@@ -342,6 +343,29 @@ static int env_capacity_main(void)
     return stats_of(0).device_total == (int64_t)(64 * MiB) ? 0 : 1;
 }
 
+/* A plug-in whose statistics are all 0xff bytes: none of them reaches the
+ * program as a number (peaks of -1); the library's own counts stay. */
+static void impossible_statistics_withheld(void **state)
+{
+    (void)state;
+    const int dev = 41;
+    char spec[1024];
+    snprintf(spec, sizeof spec, "external:%s:mode=badstats:at=1@sim", getenv("CMB_HOSTILE"));
+    configure_ok(spec);
+    void *p = cmb_pluggable_malloc(MiB, dev, NULL);
+    assert_non_null(p);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.valid & ~(uint32_t)CMB_STAT_RESERVED, 0);
+    if (s.allocated_peak < 0 || s.allocated_current < 0 || s.reserved_peak < 0 || s.reserved_current < 0 ||
+        s.largest_free < 0 || s.oom_retries < 0 || s.upstream_allocs < 0)
+        fail_msg("an impossible statistic was published: allocated %lld/%lld reserved %lld/%lld",
+                 (long long)s.allocated_current, (long long)s.allocated_peak, (long long)s.reserved_current,
+                 (long long)s.reserved_peak);
+    assert_int_equal(s.reserved_current, (int64_t)MiB); /* the upstream's own count */
+    assert_int_equal(s.requested_current, (int64_t)MiB);
+    cmb_pluggable_free(p, 0, dev, NULL);
+}
+
 static void peaks_and_reset(void **state)
 {
     (void)state;
@@ -500,6 +524,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(trace_round_trip), cmocka_unit_test(trace_from_threads),
         cmocka_unit_test(trace_unwritable), cmocka_unit_test(huge_requests_refused),
         cmocka_unit_test(duplicate_pointer_refused), cmocka_unit_test(capacity_environment),
+        cmocka_unit_test(impossible_statistics_withheld),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
