@@ -18,6 +18,7 @@ typedef struct state {
     char mode[16];
     unsigned long at, n;
     void *last; /* the latest block from the upstream, while live */
+    size_t last_size; /* its size at the upstream */
     unsigned long extra_refs; /* times `last` was handed out again */
     cmb_alloc_stats st;
 } state;
@@ -62,6 +63,7 @@ static cmb_status allocate(void *p, size_t size, cmb_stream stream, void **ptr)
         if (st != CMB_OK)
             return st;
         s->last = *ptr;
+        s->last_size = size + extra;
         s->extra_refs = 0;
         if (extra)
             *ptr = (char *)*ptr + 16;
@@ -84,13 +86,14 @@ static cmb_status deallocate(void *p, void *ptr, size_t size, cmb_stream stream)
     size_t extra = block != ptr ? 256 : 0;
     cmb_stat_decrease(&s->st.requested, (int64_t)size);
     cmb_stat_decrease(&s->st.blocks, 1);
-    if (block == s->last && s->extra_refs) {
-        s->extra_refs--; /* a duplicate: the block is still live for its first owner */
+    if (block != s->last)
+        return cmb_up_free(s->up, block, size + extra, stream);
+    if (s->extra_refs) {
+        s->extra_refs--; /* a duplicate: the block is still live for its other owner */
         return CMB_OK;
     }
-    if (block == s->last)
-        s->last = NULL;
-    return cmb_up_free(s->up, block, size + extra, stream);
+    s->last = NULL;
+    return cmb_up_free(s->up, block, s->last_size, stream);
 }
 
 static cmb_status stats(void *p, cmb_alloc_stats *out)
