@@ -92,6 +92,9 @@ static const bad_case bad[] = {
     /* allocator options checked before anything runs */
     {"--allocator bfc:foo=bar --scenario churn", "allocator 'bfc': unknown option 'foo'"},
     {"--allocator torch-caching:max_split_size=banana --scenario churn", "max_split_size=banana: expected a size"},
+    /* a size option that declares no maximum has the suite's (cmb_option_check.h) */
+    {"--allocator rmm-pool:initial_pool_size=300TiB --scenario churn", "out of range [0, 256TiB]"},
+    {"--allocator cupy:limit=16777215TiB --scenario churn", "out of range [0, 256TiB]"},
 };
 
 static int count_lines(const char *s)

@@ -17,9 +17,11 @@
 
 #include <cmocka.h>
 
+#include "allocators/cmb_option_check.h"
 #include "allocators/registry.h"
 #include "allocators/upstream.h"
 #include "common/cmb_size.h"
+#include "common/cmb_units.h"
 #include "support/conformance.h"
 
 static const size_t huge_sizes[] = {
@@ -46,6 +48,14 @@ static void round_up_checked(void **state)
     assert_true(cmb_size_request_ok(CMB_SIZE_MAX_REQUEST));
     assert_false(cmb_size_request_ok(CMB_SIZE_MAX_REQUEST + 1));
     assert_false(cmb_size_request_ok(SIZE_MAX));
+    /* the bound of allocator size options that declare none is the same */
+    char why[128];
+    assert_int_equal(cmb_optck_size(CMB_OPT_SIZE_MAX_IMPLIED, NULL, 0, &out, why, sizeof why), 0);
+    assert_int_equal(out, CMB_SIZE_MAX_REQUEST);
+    assert_int_equal(cmb_parse_size(CMB_SIZE_MAX_REQUEST_TEXT, &out), 0);
+    assert_int_equal(out, CMB_SIZE_MAX_REQUEST);
+    assert_int_equal(cmb_parse_size(CMB_SIZE_MAX_CAPACITY_TEXT, &out), 0);
+    assert_int_equal(out, CMB_SIZE_MAX_CAPACITY);
 }
 
 /* --- the sim upstream ----------------------------------------------------------------- */
