@@ -2,7 +2,8 @@
  *
  * A property over every registered policy that runs over the sim upstream,
  * and over the sim upstream itself: a request above CMB_SIZE_MAX_REQUEST
- * (SIZE_MAX, SIZE_MAX - 100, 2^63, ...) is refused with CMB_ERR_OOM or
+ * (SIZE_MAX, SIZE_MAX - 100, 2^63, ..., and 200 random sizes per policy,
+ * half of them within 1 MiB of SIZE_MAX) is refused with CMB_ERR_OOM or
  * CMB_ERR_INVALID, hands out no pointer, leaves the statistics as they were
  * (requested never negative) and leaves the policy serving ordinary
  * requests at addresses no live block holds. The sim device is as large as
@@ -20,6 +21,7 @@
 #include "allocators/cmb_option_check.h"
 #include "allocators/registry.h"
 #include "allocators/upstream.h"
+#include "common/cmb_rng.h"
 #include "common/cmb_size.h"
 #include "common/cmb_units.h"
 #include "support/conformance.h"
@@ -29,6 +31,16 @@ static const size_t huge_sizes[] = {
     SIZE_MAX / 2 + 1, SIZE_MAX / 2, (size_t)1 << 62, CMB_SIZE_MAX_REQUEST + 1,
 };
 #define N_HUGE (sizeof huge_sizes / sizeof huge_sizes[0])
+
+/* Random sizes above the limit: half within 1 MiB of SIZE_MAX (where the
+ * round-ups wrap), half spread log-uniformly over the rest. */
+#define N_RANDOM 200
+static size_t random_huge(cmb_rng *r)
+{
+    if (cmb_rng_next(r) & 1)
+        return SIZE_MAX - (size_t)cmb_rng_range(r, 0, 1u << 20);
+    return (size_t)cmb_rng_log_uniform(r, CMB_SIZE_MAX_REQUEST + 1, SIZE_MAX >> 1); /* no double reaches 2^64 */
+}
 
 /* --- the helpers ---------------------------------------------------------------------- */
 
@@ -103,9 +115,11 @@ static void check_policy(const cmb_allocator_entry *e)
     assert_int_equal(m->allocate(st, 1 << 20, NULL, &live), CMB_OK);
     cmb_alloc_stats before = {0}, after = {0};
     m->stats(st, &before);
-    for (size_t i = 0; i < N_HUGE; i++) {
+    cmb_rng rng;
+    cmb_rng_seed(&rng, 42);
+    for (size_t i = 0; i < N_HUGE + N_RANDOM; i++) {
         void *p = NULL;
-        size_t sz = huge_sizes[i];
+        size_t sz = i < N_HUGE ? huge_sizes[i] : random_huge(&rng);
         cmb_status s = m->allocate(st, sz, NULL, &p);
         if (s == CMB_OK)
             fail_msg("%s: allocate(%zu) returned %p instead of refusing", e->name, sz, p);
