@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "cmb_allocator.h"
 #include "options.h"
 #include "stream_ordered.h"
@@ -136,7 +137,7 @@ typedef struct arena_mr {
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
 {
-    return (x + a - 1) / a * a;
+    return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
 }
 
 /* --- records -------------------------------------------------------------------------- */
@@ -588,6 +589,8 @@ static cmb_status arena_alloc_method(void *state, size_t size, cmb_stream stream
     arena_mr *a = state;
     if (size == 0)
         return CMB_ERR_INVALID;
+    if (cmb_size_refuse(size, "arena", a->last_error, sizeof a->last_error))
+        return CMB_ERR_OOM;
     uint64_t bytes = round_request(a, size);
     stream_arena *ar = arena_get(a, stream);
     if (!ar)

@@ -68,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_objpool.h"
@@ -446,6 +447,8 @@ static cmb_status bfc_allocate(void *state, size_t size, cmb_stream stream, void
     (void)stream;
     if (!size)
         return CMB_ERR_INVALID;
+    if (cmb_size_refuse(size, "bfc", a->err, sizeof a->err))
+        return CMB_ERR_OOM;
     uint64_t rounded = round_bytes(size);
     bfc_chunk *c = find_chunk(a, rounded);
     if (c)

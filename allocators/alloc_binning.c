@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "cmb_allocator.h"
 #include "options.h"
 #include "stream_ordered.h"
@@ -97,7 +98,7 @@ typedef struct binning {
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
 {
-    return (x + a - 1) / a * a;
+    return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
 }
 
 static unsigned ceil_log2(uint64_t x)
@@ -407,6 +408,8 @@ static cmb_status binning_allocate(void *state, size_t size, cmb_stream stream, 
     binning *b = state;
     if (size == 0)
         return CMB_ERR_INVALID;
+    if (cmb_size_refuse(size, "binning", b->last_error, sizeof b->last_error))
+        return CMB_ERR_OOM;
     bin *bn = bin_for(b, size);
     uint64_t charged;
     if (bn) {

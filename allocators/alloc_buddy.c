@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../common/cmb_assert.h"
 #include "cmb_allocator.h"
 #include "options.h"
@@ -296,6 +297,8 @@ static cmb_status buddy_allocate(void *state, size_t size, cmb_stream stream, vo
     (void)stream;
     if (!size)
         return CMB_ERR_INVALID;
+    if (cmb_size_refuse(size, "buddy", a->err, sizeof a->err))
+        return CMB_ERR_OOM;
     if (!a->base) {
         cmb_status st = reserve(a);
         if (st != CMB_OK)

@@ -108,6 +108,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_objpool.h"
@@ -239,7 +240,7 @@ typedef struct cmbx {
 
 static inline uint64_t round_up(uint64_t x, uint64_t a)
 {
-    return (x + a - 1) / a * a;
+    return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
 }
 
 static inline uintptr_t blk_end(const blk *b)
@@ -1113,7 +1114,7 @@ out_oom:
 static cmb_status cmb_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     cmbx *a = state;
-    if (!size || size > (1ull << 62))
+    if (!size || cmb_size_refuse(size, "cmb", a->err, sizeof a->err))
         return size ? CMB_ERR_OOM : CMB_ERR_INVALID;
     uint64_t s = round_up(size, CMB_ROUND);
     sstream *ss = stream_of(a, stream);

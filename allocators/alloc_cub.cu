@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "../common/cmb_size.h"
 #include "cmb_allocator.h"
 #include "options.h"
 
@@ -124,6 +125,8 @@ cmb_status cub_create(const cmb_config *cfg, cmb_upstream *up, void **state)
 cmb_status cub_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     cub_alloc *a = static_cast<cub_alloc *>(state);
+    if (cmb_size_refuse(size, "cub", a->last_error, sizeof a->last_error))
+        return CMB_ERR_OOM;
     cudaError_t e = a->cub->DeviceAllocate(a->device, ptr, size, (cudaStream_t)stream);
     if (e != cudaSuccess)
         return note(a, "CachingDeviceAllocator::DeviceAllocate", e);

@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 
+#include "../common/cmb_size.h"
 #include "cmb_allocator.h"
 #include "options.h"
 
@@ -39,6 +40,8 @@ static cmb_status cuda_create(const cmb_config *cfg, cmb_upstream *up, void **st
 static cmb_status cuda_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     cuda_alloc *a = state;
+    if (cmb_size_refuse(size, "cuda", NULL, 0))
+        return CMB_ERR_OOM;
     cmb_status st = cmb_up_alloc(a->up, size, stream, ptr);
     if (st != CMB_OK)
         return st;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "cmb_allocator.h"
 #include "cuda_util.h"
 #include "options.h"
@@ -139,6 +140,8 @@ static cmb_status async_create(const cmb_config *cfg, cmb_upstream *up, void **s
 static cmb_status async_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     async_alloc *a = state;
+    if (cmb_size_refuse(size, "cuda-async", a->last_error, sizeof a->last_error))
+        return CMB_ERR_OOM;
     cudaError_t e = cudaMallocFromPoolAsync(ptr, size, a->pool, (cudaStream_t)stream);
     if (e != cudaSuccess) {
         _cmb_cuda_note(a->last_error, sizeof a->last_error, "cudaMallocFromPoolAsync", e);

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../common/cmb_assert.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_objpool.h"
@@ -344,6 +345,8 @@ static void free_chunk(cupy_chunk *c, cmb_objpool *pool)
 static cmb_status cupy_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     cupy *a = state;
+    if (cmb_size_refuse(size, "cupy", a->err, sizeof a->err))
+        return CMB_ERR_OOM;
     if (!size)
         return CMB_ERR_INVALID;
     uint64_t rounded = round_size(size);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../common/cmb_size.h"
 #include "cmb_allocator.h"
 #include "cuda_util.h"
 #include "options.h"
@@ -51,6 +52,8 @@ static cmb_status managed_create(const cmb_config *cfg, cmb_upstream *up, void *
 static cmb_status managed_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     managed_alloc *a = state;
+    if (cmb_size_refuse(size, "managed", a->last_error, sizeof a->last_error))
+        return CMB_ERR_OOM;
     (void)stream;
     if ((uint64_t)a->requested.current + size > a->budget) {
         snprintf(a->last_error, sizeof a->last_error,

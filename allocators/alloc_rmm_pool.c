@@ -62,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "cmb_allocator.h"
 #include "options.h"
 #include "stream_ordered.h"
@@ -106,7 +107,7 @@ typedef struct rmm_pool {
 
 static inline uint64_t align_up(uint64_t x, uint64_t a)
 {
-    return (x + a - 1) / a * a;
+    return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
 }
 
 static int addr_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
@@ -549,6 +550,8 @@ out_destroy:
 static cmb_status pool_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     rmm_pool *p = state;
+    if (cmb_size_refuse(size, "rmm-pool", p->last_error, sizeof p->last_error))
+        return CMB_ERR_OOM;
     if (size == 0)
         return CMB_ERR_INVALID;
     uint64_t aligned = align_up(size, POOL_ALIGN);

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../common/cmb_assert.h"
 #include "../common/cmb_units.h"
 #include "cmb_torch.h"
@@ -264,7 +265,7 @@ static size_t round_size(const _cmb_tc_state *st, size_t size)
     size_t divisions = divisions_for(st, size);
     if (divisions > 1 && size > TC_MIN_BLOCK_SIZE * divisions)
         return roundup_power2_next_division(size, divisions);
-    return TC_MIN_BLOCK_SIZE * ((size + TC_MIN_BLOCK_SIZE - 1) / TC_MIN_BLOCK_SIZE);
+    return cmb_size_round_up_sat(size, TC_MIN_BLOCK_SIZE);
 }
 
 static size_t allocation_size(size_t size)
@@ -273,7 +274,7 @@ static size_t allocation_size(size_t size)
         return TC_SMALL_BUFFER;
     if (size < TC_MIN_LARGE_ALLOC)
         return TC_LARGE_BUFFER;
-    return TC_ROUND_LARGE * ((size + TC_ROUND_LARGE - 1) / TC_ROUND_LARGE);
+    return cmb_size_round_up_sat(size, TC_ROUND_LARGE);
 }
 
 static inline size_t add_sat(size_t a, size_t b)
@@ -1038,7 +1039,7 @@ static cmb_status read_options(_cmb_tc_state *st, const cmb_config *cfg, const c
 
 static size_t round_up(size_t x, size_t a)
 {
-    return (x + a - 1) / a * a;
+    return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
 }
 
 /* ExpandableSegment sizes: pages of 2 MiB (small pool) and 20 MiB (large

@@ -197,21 +197,35 @@ static inline int cmb_optck_number(const cmb_option_decl *d, const char *v, int 
     }
 }
 
+/* A SIZE option that declares no maximum is still bounded: at most the
+ * largest request any allocator serves (CMB_SIZE_MAX_REQUEST in
+ * common/cmb_size.h), or "max" where the option takes it. */
+#define CMB_OPT_SIZE_MAX_IMPLIED "256TiB"
+
+/* The maximum an option is checked against and listed with, or NULL. */
+static inline const char *cmb_optck_max(const cmb_option_decl *d)
+{
+    return d->max ? d->max : d->type == CMB_OPT_SIZE ? CMB_OPT_SIZE_MAX_IMPLIED : NULL;
+}
+
 /* Within [min, max], as declared; the bounds print as written. */
 static inline int cmb_optck_bounds(const cmb_option_decl *d, double x, char *why, size_t whylen)
 {
     double lo = 0, hi = 0;
     char ignore[8];
+    const char *max = cmb_optck_max(d);
     int has_lo = d->min && !cmb_optck_number(d, d->min, 1, &lo, ignore, sizeof ignore);
-    int has_hi = d->max && !cmb_optck_number(d, d->max, 1, &hi, ignore, sizeof ignore);
+    int has_hi = max && !cmb_optck_number(d, max, 1, &hi, ignore, sizeof ignore);
+    if (!d->max && x == (double)UINT64_MAX)
+        has_hi = 0; /* "max", where the option takes it */
     if ((!has_lo || x >= lo) && (!has_hi || x <= hi))
         return 0;
     if (has_lo && has_hi)
-        snprintf(why, whylen, "out of range [%s, %s]", d->min, d->max);
+        snprintf(why, whylen, "out of range [%s, %s]", d->min, max);
     else if (has_lo)
         snprintf(why, whylen, "must be at least %s", d->min);
     else
-        snprintf(why, whylen, "must be at most %s", d->max);
+        snprintf(why, whylen, "must be at most %s", max);
     return -1;
 }
 

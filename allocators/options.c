@@ -205,12 +205,13 @@ static void describe_one(FILE *f, const cmb_option_decl *d, const char *entry_de
     char head[160];
     snprintf(head, sizeof head, ":%s=%s", d->name, type_word(d));
     fprintf(f, "      %-34s default %s", head, entry_default ? entry_default : d->dflt ? d->dflt : "(none)");
-    if (d->min && d->max)
-        fprintf(f, ", range [%s, %s]", d->min, d->max);
+    const char *max = cmb_optck_max(d);
+    if (d->min && max)
+        fprintf(f, ", range [%s, %s]", d->min, max);
     else if (d->min)
         fprintf(f, ", at least %s", d->min);
-    else if (d->max)
-        fprintf(f, ", at most %s", d->max);
+    else if (max)
+        fprintf(f, ", at most %s", max);
     if (d->type == CMB_OPT_SIZE)
         fprintf(f, d->unit ? ", a bare number is %s" : ", with a unit", d->unit);
     else if (d->unit)

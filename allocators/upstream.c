@@ -16,6 +16,7 @@
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_rbtree.h"
 #include "../common/cmb_rng.h"
+#include "../common/cmb_size.h"
 
 /* --- private state --------------------------------------------------------- */
 
@@ -108,6 +109,16 @@ int cmb_upstream_kind_parse(const char *name, cmb_upstream_kind *kind)
     return -1;
 }
 
+/* A request above CMB_SIZE_MAX_REQUEST (common/cmb_size.h) is refused
+ * before any backend rounds it (a round-up of SIZE_MAX wraps to 0) and
+ * before its page bitmap is sized from it. */
+static cmb_status too_large(cmb_upstream *u, size_t size)
+{
+    (void)size;
+    u->stats.failed_calls++;
+    return CMB_ERR_OOM;
+}
+
 /* --- fault injection --------------------------------------------------------- */
 
 /* Called for every request that takes memory; returns non-zero to fail it. */
@@ -154,6 +165,8 @@ static cmb_status acct_alloc(cmb_upstream *u, size_t size, cmb_stream s, void **
     upstream_impl *im = impl_of(u);
     if (size == 0 || !ptr)
         return CMB_ERR_INVALID;
+    if (!cmb_size_request_ok(size))
+        return too_large(u, size);
     if (inject_fault(u, size))
         return CMB_ERR_OOM;
     cmb_status st = im->be->alloc(im->be_state, size, s, ptr);
@@ -210,6 +223,8 @@ static cmb_status acct_va_reserve(cmb_upstream *u, size_t size, void **va)
     upstream_impl *im = impl_of(u);
     if (!im->be->va_reserve)
         return CMB_ERR_UNSUPPORTED;
+    if (!cmb_size_request_ok(size))
+        return too_large(u, size);
     if (size == 0 || size % u->granularity)
         return misuse(u, "va_reserve of %zu bytes, not a multiple of the granularity %zu", size,
                       u->granularity);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../common/cmb_size.h"
 #include "upstream.h"
 
 typedef struct sim_state {
@@ -60,7 +61,7 @@ static int devices_differ(int a, int b)
 
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
-    return (x + a - 1) / a * a;
+    return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
 }
 
 static cmb_status sim_open(const cmb_upstream_config *cfg, void **state, size_t *granularity,

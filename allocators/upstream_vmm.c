@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../common/cmb_hashmap.h"
 #include "cuda_util.h"
 #include "upstream.h"
@@ -199,7 +200,7 @@ static cmb_status vmm_map(void *state, void *va, size_t size)
 
 static size_t round_up(size_t x, size_t a)
 {
-    return (x + a - 1) / a * a;
+    return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
 }
 
 static cmb_status vmm_alloc(void *state, size_t size, cmb_stream stream, void **ptr)

@@ -6,10 +6,14 @@
  * error. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "../common/cmb_size.h"
 #include "../common/cmb_units.h"
 #include "timeline.h"
 
@@ -78,11 +82,22 @@ static int set_size(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *
         snprintf(err, errlen, "%s expects %s, got '%s': %s", o->name, o->what, v, why);
         return -1;
     }
-    if ((double)*out < o->lo) {
+    if ((double)*out < o->lo || (o->hi > 0 && (double)*out > o->hi)) {
         snprintf(err, errlen, "%s expects %s, got '%s'", o->name, o->what, v);
         return -1;
     }
     return 0;
+}
+
+/* A directory name: no tab, newline or carriage return (run.log, run.args
+ * and the CSV are line-based; every case used to fail with one). */
+static int set_dir(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    if (v[strcspn(v, "\t\n\r")]) {
+        snprintf(err, errlen, "%s: a tab or newline in the directory name is refused", o->name);
+        return -1;
+    }
+    return set_text(cli, o, v, err, errlen);
 }
 
 static int set_seconds(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
@@ -118,6 +133,10 @@ static int set_fault(cmb_cli *cli, const cmb_cli_option *o, const char *v, char 
 {
     char buf[256];
     cmb_fault_spec *f = FIELD(cli, o, cmb_fault_spec);
+    if (strlen(v) >= sizeof buf) { /* cut, every=3000000 read as every=3 */
+        snprintf(err, errlen, "--fault: longer than %zu characters", sizeof buf - 1);
+        return -1;
+    }
     snprintf(buf, sizeof buf, "%s", v);
     char *save = NULL;
     for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
@@ -204,13 +223,14 @@ static const cmb_cli_option options[] = {
     {.name = "--mode", .metavar = "auto|gpu|sim", .set = set_choice, OFF(mode), .choices = mode_choices,
      .help = "gpu needs a CUDA GPU; sim simulates one (default auto)"},
     {.name = "--capacity", .metavar = "SIZE", .set = set_size, OFF(capacity), .lo = 1u << 20,
-     .what = "a size of at least 1MiB such as 16GiB",
-     .help = "sim: device size (default 80GiB); gpu: cap for the policies"},
+     .hi = (double)CMB_SIZE_MAX_CAPACITY,
+     .what = "a size of at least 1MiB and at most " CMB_SIZE_MAX_CAPACITY_TEXT " such as 16GiB",
+     .help = "sim: device size (default 80GiB, at most " CMB_SIZE_MAX_CAPACITY_TEXT ");\ngpu: cap for the policies"},
     {.name = "--repetitions", .metavar = "N", .set = set_int, OFF(repetitions), .lo = 1, .hi = 1000,
      .help = "repetitions per case (default 3)"},
     {.name = "--device", .metavar = "N", .set = set_int, OFF(device), .lo = 0, .hi = 1023,
      .help = "CUDA device ordinal (default 0)"},
-    {.name = "--out", .metavar = "DIR", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(out), .what = "a directory",
+    {.name = "--out", .metavar = "DIR", .flags = CMB_OPT_NONEMPTY, .set = set_dir, OFF(out), .what = "a directory",
      .help = "output directory (default results/runs/<gpu>-<time>)"},
     {.name = "--resume", .metavar = "DIR", .flags = CMB_OPT_NONEMPTY | CMB_OPT_RESUMABLE, .set = set_text,
      OFF(resume), .what = "the directory of the run to continue",
@@ -333,6 +353,30 @@ static int check_conflicts(cmb_cli *cli, const unsigned char *given, char *err, 
     return 0;
 }
 
+/* --record-trace's file is written at the end of the case (FILE.tmp, then
+ * renamed): a place it cannot be written is found now, not after the case
+ * ran and its measurements were lost. */
+static int check_record_trace(const char *path, char *err, size_t errlen)
+{
+    char dir[4096];
+    struct stat st;
+    if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "--record-trace: %s exists and is not a regular file", path);
+        return -1;
+    }
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir] = '\0'; /* "/x" -> "/" */
+    if (access(dir, W_OK | X_OK)) {
+        snprintf(err, errlen, "--record-trace: cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 {
     unsigned char given[N_OPTIONS];
@@ -357,6 +401,8 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
             return -1;
     }
     if (check_conflicts(cli, given, err, errlen))
+        return -1;
+    if (cli->record_trace && !cli->child && check_record_trace(cli->record_trace, err, errlen))
         return -1;
     if (!cli->repetitions)
         cli->repetitions = CMB_DEFAULT_REPETITIONS; /* the full preset widens the grids, not the repetitions */

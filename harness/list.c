@@ -2,6 +2,8 @@
  * parameters, and allocators with what they need. */
 #include "list.h"
 
+#include "params.h"
+
 #include <stdio.h>
 
 #include "../allocators/options.h"
@@ -42,8 +44,11 @@ void cmb_list(FILE *f)
                 s->question);
         for (size_t k = 0; k < s->n_params; k++) {
             const cmb_param_spec *p = &s->params[k];
-            fprintf(f, "    --param %-14s %-6s quick=%s full=%s%s%s\n      %s\n", p->name, type_name(p->type),
-                    p->quick, p->full, p->choices ? " one of " : "", p->choices ? p->choices : "", p->help);
+            char range[96];
+            cmb_param_range(p, range, sizeof range);
+            fprintf(f, "    --param %-14s %-6s quick=%s full=%s%s%s%s%s\n      %s\n", p->name, type_name(p->type),
+                    p->quick, p->full, p->choices ? " one of " : "", p->choices ? p->choices : "", range[0] ? " " : "",
+                    range, p->help);
         }
         list_grids(f, "quick", s->quick_grids);
         list_grids(f, "full", s->full_grids);

@@ -12,6 +12,7 @@
 #include "list.h"
 #include "resume.h"
 #include "runner.h"
+#include "spawn.h"
 
 int main(int argc, char **argv)
 {
@@ -31,6 +32,8 @@ int main(int argc, char **argv)
                CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
         return 0;
     }
+    if (cli.child || cli.probe_env || cli.probe_mem) /* started by cmb_spawn_run */
+        cmb_spawn_die_with_parent();
     if (cli.hold_memory)
         return cmb_holder_main(cli.device, cli.hold_memory);
     if (cli.multi_gpu_rank)

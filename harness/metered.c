@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "../allocators/cmb_stats_check.h"
 #include "clock.h"
 #include "../scenarios/scenario.h"
 
@@ -62,7 +63,7 @@ static void notify(cmb_metered *mt, cmb_op_kind kind, void *ptr, size_t size, cm
 static void snapshot_peak(cmb_metered *mt)
 {
     cmb_alloc_stats st;
-    if (mt->m->stats(mt->state, &st) != CMB_OK)
+    if (cmb_metered_stats(mt, &st) != CMB_OK)
         return;
     if (!(st.valid & CMB_STAT_LARGEST_FREE))
         return;
@@ -138,12 +139,29 @@ cmb_status cmb_metered_dealloc(cmb_metered *mt, void *ptr, cmb_stream s)
     return CMB_OK;
 }
 
+/* --- impossible statistics --------------------------------------------------------------- */
+
+/* A policy's statistics as it reports them, less what cannot be true
+ * (allocators/cmb_stats_check.h): such values are never published as
+ * numbers (a peak of -1 from all-0xff bytes); the first reason is kept. */
+static void check_stats(cmb_metered *mt, cmb_alloc_stats *st)
+{
+    char why[sizeof mt->impossible_why];
+    int n = cmb_stats_check(st, why, sizeof why);
+    if (n && !mt->impossible_stats)
+        memcpy(mt->impossible_why, why, sizeof why);
+    mt->impossible_stats += (uint64_t)n;
+}
+
 cmb_status cmb_metered_stats(cmb_metered *mt, cmb_alloc_stats *out)
 {
     memset(out, 0, sizeof *out);
     if (!mt->m->stats)
         return CMB_OK;
-    return mt->m->stats(mt->state, out);
+    cmb_status st = mt->m->stats(mt->state, out);
+    if (st == CMB_OK)
+        check_stats(mt, out);
+    return st;
 }
 
 cmb_status cmb_metered_free_account(cmb_metered *mt, size_t size, cmb_stream s, cmb_free_account *out)

@@ -50,6 +50,13 @@ typedef struct cmb_metered {
      * it out of a scenario's timed region. */
     uint64_t overhead_ns;
 
+    /* Statistics the allocator reported that cannot be true (a negative
+     * count, a peak below its current value, unknown CMB_STAT_* bits):
+     * cmb_metered_stats leaves those fields out of `valid`, counts them here
+     * and keeps the first reason; harness/verify.c fails the case. */
+    uint64_t impossible_stats;
+    char impossible_why[160];
+
     cmb_observer_fn observers[4];
     void *observer_ctx[4];
     int n_observers;

@@ -34,17 +34,32 @@ static int choice_ok(const char *choices, const char *v)
     return 0;
 }
 
+static void bounds_text(const cmb_param_spec *spec, char *lo, char *hi, size_t len)
+{
+    if (spec->type == CMB_P_SIZE) {
+        cmb_format_size((uint64_t)spec->min, lo, len);
+        cmb_format_size((uint64_t)spec->max, hi, len);
+    } else { /* 0.95, not 0.94999999999999996 */
+        snprintf(lo, len, "%.15g", spec->min);
+        snprintf(hi, len, "%.15g", spec->max);
+    }
+}
+
+void cmb_param_range(const cmb_param_spec *spec, char *out, size_t outlen)
+{
+    char lo[32], hi[32];
+    out[0] = '\0';
+    if (spec->type != CMB_P_SIZE && spec->type != CMB_P_INT && spec->type != CMB_P_REAL)
+        return;
+    bounds_text(spec, lo, hi, sizeof lo);
+    snprintf(out, outlen, "range [%s, %s]", lo, hi);
+}
+
 static int check_bounds(const cmb_param_spec *spec, double v, const char *value, char *err, size_t errlen)
 {
     if (v < spec->min || v > spec->max) {
         char lo[32], hi[32];
-        if (spec->type == CMB_P_SIZE) {
-            cmb_format_size((uint64_t)spec->min, lo, sizeof lo);
-            cmb_format_size((uint64_t)spec->max, hi, sizeof hi);
-        } else { /* 0.95, not 0.94999999999999996 */
-            snprintf(lo, sizeof lo, "%.15g", spec->min);
-            snprintf(hi, sizeof hi, "%.15g", spec->max);
-        }
+        bounds_text(spec, lo, hi, sizeof lo);
         snprintf(err, errlen, "parameter %s=%s is out of range [%s, %s]", spec->name, value, lo, hi);
         return -1;
     }

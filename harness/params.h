@@ -28,6 +28,10 @@ typedef enum cmb_preset { CMB_PRESET_QUICK = 0, CMB_PRESET_FULL = 1 } cmb_preset
 
 /* Checks one value against its spec and writes its canonical spelling
  * (sizes in the largest exact binary unit, e.g. 64MiB). 0 or -1 + err. */
+/* "range [1B, 1TiB]" for an INT, SIZE or REAL parameter, as --list shows
+ * it and as an out-of-range value is refused; "" for the others. */
+void cmb_param_range(const cmb_param_spec *spec, char *out, size_t outlen);
+
 int cmb_param_canonical(const cmb_param_spec *spec, const char *value, char *out, size_t outlen,
                         char *err, size_t errlen);
 

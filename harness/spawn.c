@@ -6,7 +6,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +65,31 @@ static void keep_tail(cmb_child_result *res, const char *data, size_t len)
     res->tail[have + len] = '\0';
 }
 
+/* --- the child's tie to its parent ----------------------------------------------- */
+
+/* The parent's pid, for the child to compare getppid() with: a parent
+ * that died between posix_spawn and the child's prctl is not signalled
+ * again. Set before every spawn (a case that starts processes of its own
+ * is their parent). */
+#define CMB_PARENT_PID_ENV "CMB_PARENT_PID"
+
+static void export_parent_pid(void)
+{
+    char pid[24];
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    setenv(CMB_PARENT_PID_ENV, pid, 1);
+}
+
+void cmb_spawn_die_with_parent(void)
+{
+    const char *v = getenv(CMB_PARENT_PID_ENV);
+    if (!v)
+        return; /* not started by cumembench's spawn */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != (pid_t)atol(v))
+        _exit(128 + SIGKILL); /* the parent is gone already */
+}
+
 static int start_child(char *const argv[], int res_w, int out_w, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
@@ -82,6 +110,7 @@ static int start_child(char *const argv[], int res_w, int out_w, pid_t *pid)
     sigaddset(&dflt, SIGHUP);
     posix_spawnattr_setsigdefault(&attr, &dflt);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+    export_parent_pid();
     rc = posix_spawn(pid, argv[0], &fa, &attr, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);

@@ -39,6 +39,11 @@ typedef struct cmb_spawn_buffer {
 } cmb_spawn_buffer;
 void cmb_spawn_buffer_append(void *ctx, const char *data, size_t len);
 
+/* In a process started by cmb_spawn (a case, a probe, a holder): die with
+ * the parent, even one killed by SIGKILL (PR_SET_PDEATHSIG; a parent
+ * already gone is seen through getppid). Call first thing in main. */
+void cmb_spawn_die_with_parent(void);
+
 /* Set by the parent's SIGINT/SIGTERM handler (cmb_spawn_install_signals). */
 extern volatile sig_atomic_t cmb_interrupted;
 void cmb_spawn_install_signals(void);

@@ -173,22 +173,27 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
+static int keep_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+           ch == '-' || ch == '_';
+}
+
 void cmb_timeline_file_name(const char *case_name, char *out, size_t len)
 {
     /* 200 + ".csv" + ".tmp" stays under NAME_MAX (255) */
     size_t limit = len - 1 < 200 ? len - 1 : 200;
     size_t n = strlen(case_name), o = 0;
-    int cut = n > limit;
-    if (cut)
+    int replaced = 0;
+    for (size_t i = 0; i < n; i++) /* "a/b" and "a_b" must not meet in one file */
+        replaced |= !keep_char(case_name[i]);
+    int hashed = replaced || n > limit;
+    if (hashed)
         limit -= 17; /* '-' and 16 hex digits */
-    for (size_t i = 0; i < n && o < limit; i++) {
-        char ch = case_name[i];
-        int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-                   ch == '-' || ch == '_';
-        out[o++] = keep ? ch : '_';
-    }
+    for (size_t i = 0; i < n && o < limit; i++)
+        out[o++] = keep_char(case_name[i]) ? case_name[i] : '_';
     out[o] = '\0';
-    if (cut)
+    if (hashed)
         snprintf(out + o, len - o, "-%016llx", (unsigned long long)fnv1a(case_name));
 }
 

@@ -80,8 +80,9 @@ size_t cmb_timeline_points(const cmb_timeline *tl, cmb_timeline_point *out, size
 int cmb_timeline_write(const cmb_timeline *tl, const char *dir, const char *case_name, int repetition,
                        char *err, size_t errlen);
 
-/* A case name as a file name: [A-Za-z0-9._=-] kept, the rest '_'; a name
- * too long for one path component is cut and ends in a hash of the whole. */
+/* A case name as a file name: [A-Za-z0-9._-] kept, the rest '_'; a name
+ * with a character replaced, or too long for one path component (then cut),
+ * ends in '-' and a hash of the whole name, so two cases never share a file. */
 void cmb_timeline_file_name(const char *case_name, char *out, size_t len);
 
 const char *cmb_timeline_kind_name(cmb_timeline_kind kind);

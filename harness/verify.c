@@ -20,6 +20,8 @@ typedef struct live_block {
 
 struct cmb_verify {
     cmb_rbtree by_addr;
+    const cmb_metered *mt; /* its impossible statistics, read at detach */
+    cmb_case *c;           /* failed at the first broken block          */
     cmb_objpool nodes;
     const cmb_upstream *up;
     uint64_t overlaps, misaligned, outside, untracked_frees;
@@ -75,14 +77,28 @@ static int overlaps_neighbour(const cmb_verify *v, uintptr_t start, size_t size)
     return 0;
 }
 
+/* The case fails at the first block that breaks the contract, with that
+ * block as the reason: what the scenario does with the block afterwards
+ * (a free that fails) is a consequence, not the cause. */
+static void broken(cmb_verify *v, const char *what, uintptr_t start, size_t size)
+{
+    cmb_case_fail(v->c, CMB_ERR_STATE, "allocator contract broken: block %#llx+%zu %s",
+                  (unsigned long long)start, size, what);
+}
+
 static void on_alloc(cmb_verify *v, uintptr_t start, size_t size)
 {
-    v->misaligned += start % VERIFY_ALIGNMENT != 0;
-    v->outside += v->up && !cmb_upstream_contains(v->up, (const void *)start, size);
-    if (overlaps_neighbour(v, start, size)) {
-        v->overlaps++;
+    int overlap = overlaps_neighbour(v, start, size), misaligned = start % VERIFY_ALIGNMENT != 0;
+    int outside = v->up && !cmb_upstream_contains(v->up, (const void *)start, size);
+    v->overlaps += overlap;
+    v->misaligned += misaligned;
+    v->outside += outside;
+    if (overlap || misaligned || outside)
+        broken(v, overlap ? "is overlapping a block still live"
+                  : misaligned ? "is misaligned (not 256-byte aligned)" : "lies outside the upstream's memory",
+               start, size);
+    if (overlap)
         return; /* keep the tree a set of disjoint ranges */
-    }
     live_block *b = cmb_objpool_get(&v->nodes);
     if (!b) {
         v->out_of_memory = 1;
@@ -127,6 +143,8 @@ cmb_verify *cmb_verify_attach(cmb_metered *mt, const cmb_upstream *up, cmb_case 
     cmb_rb_init(&v->by_addr);
     cmb_objpool_init(&v->nodes, sizeof(live_block));
     v->up = up;
+    v->mt = mt;
+    v->c = c;
     if (cmb_metered_add_observer(mt, observe, v)) {
         cmb_case_note(c, "verify: no observer slot left, not checked");
         cmb_objpool_destroy(&v->nodes);
@@ -144,6 +162,9 @@ void cmb_verify_detach(cmb_verify *v, cmb_verify_counts *sum)
     sum->overlaps += v->overlaps;
     sum->misaligned += v->misaligned;
     sum->outside += v->outside;
+    if (v->mt->impossible_stats && !sum->impossible_stats)
+        snprintf(sum->impossible_why, sizeof sum->impossible_why, "%s", v->mt->impossible_why);
+    sum->impossible_stats += v->mt->impossible_stats;
     sum->out_of_memory |= v->out_of_memory;
     cmb_objpool_destroy(&v->nodes);
     free(v);
@@ -179,10 +200,13 @@ void cmb_verify_report(const cmb_verify_counts *v, cmb_case *c)
     cmb_case_counter(c, "verify_overlaps", (double)v->overlaps);
     cmb_case_counter(c, "verify_misaligned", (double)v->misaligned);
     cmb_case_counter(c, "verify_outside", (double)v->outside);
-    if (v->overlaps || v->misaligned || v->outside)
-        cmb_case_note(c, "verify: %llu overlapping, %llu misaligned, %llu outside the upstream's memory",
+    if (v->overlaps || v->misaligned || v->outside || v->impossible_stats)
+        cmb_case_fail(c, CMB_ERR_STATE,
+                      "allocator contract broken: %llu overlapping, %llu misaligned, %llu outside the upstream's "
+                      "memory, %llu impossible statistics%s%s",
                       (unsigned long long)v->overlaps, (unsigned long long)v->misaligned,
-                      (unsigned long long)v->outside);
+                      (unsigned long long)v->outside, (unsigned long long)v->impossible_stats,
+                      v->impossible_stats ? ": " : "", v->impossible_why);
     if (v->out_of_memory)
         cmb_case_note(c, "verify: host out of memory, some blocks not checked");
     double heap = heap_bytes(), rss = resident_bytes();

@@ -6,7 +6,11 @@
  *   verify_misaligned  the pointer is not 256-byte aligned;
  *   verify_outside     the block does not lie inside memory the allocator
  *                      holds from its upstream (policies only);
- *   verify_overlaps    the block overlaps a block that is still live.
+ *   verify_overlaps    the block overlaps a block that is still live;
+ * and the allocator's statistics are checked where the harness reads them
+ * (harness/metered.c: a negative count, a peak below its current value).
+ * Any of these breaks the allocator contract: the repetition fails with
+ * the counts and the first impossible statistic as its reason.
  * Every instance of a repetition is checked, the case's own and each fresh
  * trial instance (harness/instance.h), each against its own live blocks
  * and upstream. At the end of the repetition the findings of all of them
@@ -36,6 +40,8 @@ typedef struct cmb_verify cmb_verify;
 typedef struct cmb_verify_counts {
     uint64_t instances;      /* instances checked (0: nothing to report) */
     uint64_t overlaps, misaligned, outside;
+    uint64_t impossible_stats; /* statistics that cannot be true (metered.h) */
+    char impossible_why[160];  /* the first one's reason                  */
     int out_of_memory;       /* some blocks went unchecked               */
 } cmb_verify_counts;
 

@@ -22,7 +22,9 @@
  * (cmb_pluggable_configure replaces CMB_ALLOCATOR; a malformed value of the
  * others refuses every use):
  *   CMB_ALLOCATOR   the policy spec (required without configure)
- *   CMB_CAPACITY    cap on what each device's policy may hold (e.g. 8GiB)
+ *   CMB_CAPACITY    cap on what each device's policy may hold (e.g. 8GiB;
+ *                   units as --capacity: 64MB is refused as ambiguous;
+ *                   at most 1TiB)
  *   CMB_TRACE       record the traffic to this file ({device} is replaced
  *                   by the ordinal; devices other than 0 get .devN without it)
  *   CMB_TORCH_OOM   "null" (default): cmb_torch_malloc returns NULL when out
@@ -102,8 +104,10 @@ CMB_PL_API size_t cmb_pluggable_memstats_size(void);
  * refused unless CMB_PLUGGABLE_ALLOW_SIM=1 is set: it exists for tests. */
 CMB_PL_API int cmb_pluggable_configure(const char *spec);
 
-/* Cap (bytes, 0 = none) on what each policy created later may hold: a
- * smaller GPU, as --capacity does for the suite. 0 or -1. */
+/* Cap (bytes, 0 = none, at most 1TiB) on what each policy created later
+ * may hold: a smaller GPU, as --capacity does for the suite. 0 or -1.
+ * A request above 256TiB is refused under every policy (NULL, with the
+ * reason in cmb_pluggable_last_error). */
 CMB_PL_API int cmb_pluggable_set_capacity(uint64_t bytes);
 
 /* What cmb_torch_malloc does when it cannot allocate: 0 returns NULL (the

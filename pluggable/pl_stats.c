@@ -16,13 +16,39 @@
  */
 #include <string.h>
 
+#include "../allocators/cmb_stats_check.h"
 #include "pl_internal.h"
+
+/* The policy's statistics less those that cannot be true (a plug-in's
+ * all-0xff bytes): never handed to the program as numbers. */
+/* Zeroes the fields whose `valid` bit is off, so none reaches the
+ * program, whatever it reads. */
+static void clear_invalid(cmb_alloc_stats *ps)
+{
+    static const cmb_stat_count zero;
+    if (!(ps->valid & CMB_STAT_REQUESTED))
+        ps->requested = zero;
+    if (!(ps->valid & CMB_STAT_ALLOCATED))
+        ps->allocated = zero;
+    if (!(ps->valid & CMB_STAT_RESERVED))
+        ps->reserved = zero;
+    if (!(ps->valid & CMB_STAT_BLOCKS))
+        ps->blocks = zero;
+    if (!(ps->valid & CMB_STAT_LARGEST_FREE))
+        ps->largest_free = 0;
+    if (!(ps->valid & CMB_STAT_UPSTREAM))
+        ps->upstream_allocs = ps->upstream_frees = 0;
+    if (!(ps->valid & CMB_STAT_OOM_RETRIES))
+        ps->oom_retries = 0;
+}
 
 static void policy_stats(pl_device *d, cmb_alloc_stats *ps)
 {
     memset(ps, 0, sizeof *ps);
     if (d->m->stats(d->policy, ps) != CMB_OK)
         memset(ps, 0, sizeof *ps);
+    if (cmb_stats_check(ps, NULL, 0))
+        clear_invalid(ps);
     if (d->up && !(ps->valid & CMB_STAT_RESERVED)) {
         /* A policy's reserved bytes are exactly its upstream's held bytes. */
         ps->reserved.current = d->up->stats.held_current;

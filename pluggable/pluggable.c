@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_size.h"
 #include "../allocators/external.h"
 #include "../allocators/registry.h"
 #include "../allocators/upstream.h"
@@ -187,6 +188,20 @@ static void set_config_error(const char *fmt, ...)
     cfg.error_printed = 0;
 }
 
+/* CMB_CAPACITY as the command line reads --capacity: "64MB" is refused as
+ * ambiguous, never read as MiB; at most CMB_SIZE_MAX_CAPACITY. */
+static void read_capacity(const char *v)
+{
+    char why[160];
+    uint64_t bytes;
+    if (cmb_parse_size_strict(v, "B", &bytes, why, sizeof why))
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s' is not a size (e.g. 8GiB): %s", v, why);
+    else if (bytes > CMB_SIZE_MAX_CAPACITY)
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s': at most " CMB_SIZE_MAX_CAPACITY_TEXT, v);
+    else
+        cfg.capacity = bytes;
+}
+
 /* The environment, once per process, before the first configure() or the
  * first allocation, whichever comes first. Its settings are defaults the
  * API calls override. */
@@ -201,8 +216,8 @@ static void read_environment(void)
         else if (strcmp(v, "null"))
             snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_TORCH_OOM='%s': expected null or raise", v);
     }
-    if ((v = getenv("CMB_CAPACITY")) && *v && cmb_parse_size(v, &cfg.capacity))
-        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_CAPACITY='%s' is not a size (e.g. 8GiB)", v);
+    if ((v = getenv("CMB_CAPACITY")) && *v)
+        read_capacity(v);
     if ((v = getenv("CMB_ALLOCATOR")) && *v) {
         cmb_alloc_spec *s;
         const cmb_allocator_methods *m;
@@ -264,6 +279,10 @@ int cmb_pluggable_configure(const char *spec)
 int cmb_pluggable_set_capacity(uint64_t bytes)
 {
     environment_once();
+    if (bytes > CMB_SIZE_MAX_CAPACITY) {
+        _cmb_pl_error(0, "set_capacity(%llu): at most " CMB_SIZE_MAX_CAPACITY_TEXT, (unsigned long long)bytes);
+        return -1;
+    }
     pthread_mutex_lock(&_cmb_pl_global_lock);
     cfg.capacity = bytes;
     pthread_mutex_unlock(&_cmb_pl_global_lock);
@@ -522,11 +541,31 @@ static void report_oom(pl_device *d, size_t size, cmb_status st)
 
 static void explain_oom(pl_device *d, size_t size, void *stream);
 
+/* A pointer the policy must not have given: NULL, or a block still live
+ * (a plug-in that breaks the contract). The program never sees it; the
+ * policy keeps it, as a free of it would free the live block. */
+static int refuse_pointer(pl_device *d, const void *p, size_t size)
+{
+    uint64_t v;
+    if (p && !cmb_hashmap_get(&d->live, (uint64_t)(uintptr_t)p, &v))
+        return 0;
+    d->ooms++;
+    _cmb_pl_error(1, "device %d: %s returned %s for %zu B: refused (allocator contract broken)", d->ordinal,
+                  d->spec, p ? "a block that is still live" : "NULL with success", size);
+    return 1;
+}
+
 static void *alloc_locked(pl_device *d, size_t size, void *stream)
 {
     uint32_t sid, slot;
     void *p = NULL;
     int64_t held_before = d->up ? d->up->stats.held_current : 0;
+    if (!cmb_size_request_ok(size)) {
+        d->ooms++;
+        _cmb_pl_error(1, "out of memory on device %d: %zu B under %s: " CMB_SIZE_TOO_LARGE_REASON, d->ordinal,
+                      size, d->spec);
+        return NULL;
+    }
     if (stream_id(d, stream, &sid) || slot_new(d, &slot)) {
         d->ooms++;
         _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
@@ -540,6 +579,10 @@ static void *alloc_locked(pl_device *d, size_t size, void *stream)
             _cmb_pl_clear_error();
         report_oom(d, size, st);
         explain_oom(d, size, stream);
+        return NULL;
+    }
+    if (refuse_pointer(d, p, size)) {
+        d->free_slots[d->n_free_slots++] = slot;
         return NULL;
     }
     if (cmb_hashmap_put(&d->live, (uint64_t)(uintptr_t)p, slot)) {

@@ -5,11 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "support/run.h"
+
+#define Z50 "00000000000000000000000000000000000000000000000000"
 
 typedef struct bad_case {
     const char *args;
@@ -81,10 +84,17 @@ static const bad_case bad[] = {
     {"--param max_size=64mb --scenario churn", "ambiguous"},
     {"--param max_size=64MB --scenario churn", "ambiguous"},
     {"--capacity 64mb", "ambiguous"},
+    /* upper limits (common/cmb_size.h) and no silent truncation */
+    {"--capacity 16777215TiB", "--capacity expects a size of at least 1MiB and at most 1TiB"},
+    {"--capacity 1025GiB", "at most 1TiB"},
+    {"--fault prob=0." Z50 Z50 Z50 Z50 Z50 "1,every=3000000", "--fault: longer than 255 characters"},
     {"--param fill=1.5 --scenario churn", "out of range [0, 0.95]"},
     /* allocator options checked before anything runs */
     {"--allocator bfc:foo=bar --scenario churn", "allocator 'bfc': unknown option 'foo'"},
     {"--allocator torch-caching:max_split_size=banana --scenario churn", "max_split_size=banana: expected a size"},
+    /* a size option that declares no maximum has the suite's (cmb_option_check.h) */
+    {"--allocator rmm-pool:initial_pool_size=300TiB --scenario churn", "out of range [0, 256TiB]"},
+    {"--allocator cupy:limit=16777215TiB --scenario churn", "out of range [0, 256TiB]"},
 };
 
 static int count_lines(const char *s)
@@ -129,6 +139,45 @@ static void unwritable_out(void **state)
                           out, sizeof out);
     assert_int_equal(rc, 2);
     assert_non_null(strstr(out, "cannot create output directory /proc/nope/x"));
+}
+
+/* A tab or newline in --out: refused before anything runs (every case
+ * failed with it). */
+static void out_with_control_characters(void **state)
+{
+    (void)state;
+    char args[1024], out[8192];
+    const char *dir = cmb_test_tmpdir();
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args,
+                 "--mode sim --quiet --scenario churn --allocator cuda --param n=10 --out \"$(printf '%s/a%sb')\"", dir,
+                 i ? "\\n" : "\\t");
+        int rc = cmb_test_run(args, out, sizeof out);
+        if (rc != 2 || !strstr(out, "--out: a tab or newline") || count_lines(out) != 1)
+            fail_msg("%s: exit %d: %s", args, rc, out);
+    }
+    char ls[600];
+    snprintf(ls, sizeof ls, "ls -A %s | wc -l", dir);
+    assert_int_equal(cmb_test_sh(ls, out, sizeof out), 0);
+    assert_int_equal(atoi(out), 0);
+}
+
+/* --record-trace into a place it cannot write: refused before the case
+ * runs (the case ran and its measurements were thrown away). */
+static void record_trace_unwritable(void **state)
+{
+    (void)state;
+    char args[1024], out[8192];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario churn --allocator bfc --param n=10 --param max_size=1MiB "
+             "--param checkerboard=false --param dist=uniform --record-trace /proc/nope/x.trace --out %s/o", dir);
+    int rc = cmb_test_run(args, out, sizeof out);
+    if (rc != 2 || !strstr(out, "--record-trace: cannot write /proc/nope/x.trace") || count_lines(out) != 1)
+        fail_msg("exit %d: %s", rc, out);
+    char o[600];
+    snprintf(o, sizeof o, "%s/o", dir);
+    assert_false(cmb_test_exists(o));
 }
 
 static void out_already_holds_results(void **state)
@@ -179,7 +228,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(malformed_invocations),   cmocka_unit_test(unwritable_out),
         cmocka_unit_test(out_already_holds_results), cmocka_unit_test(help_list_version),
-        cmocka_unit_test(no_gpu_falls_back_to_sim),
+        cmocka_unit_test(no_gpu_falls_back_to_sim), cmocka_unit_test(out_with_control_characters),
+        cmocka_unit_test(record_trace_unwritable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "harness/params.h"
+#include "scenarios/scenario.h"
 #include "support/run.h"
 
 static void canonical_values(void **state)
@@ -144,10 +145,43 @@ static void churn_generator(void **state)
         fail_msg("different seeds gave the same traffic");
 }
 
+/* Every size and number parameter has an upper limit, the one cmb_param_range
+ * prints for --list: sizes at most 1PiB (traffic_max, the total traffic of
+ * a case; the others at most a device's 1TiB). */
+static void every_parameter_bounded(void **state)
+{
+    (void)state;
+    char out[1 << 17], range[96];
+    size_t n = 0;
+    assert_int_equal(cmb_test_run("--list", out, sizeof out), 0);
+    for (size_t i = 0; i < cmb_scenario_count(); i++) {
+        const cmb_scenario *s = cmb_scenario_at(i);
+        for (size_t k = 0; k < s->n_params; k++) {
+            const cmb_param_spec *p = &s->params[k];
+            if (p->type != CMB_P_SIZE && p->type != CMB_P_INT && p->type != CMB_P_REAL)
+                continue;
+            if (!(p->max >= p->min) || (p->type == CMB_P_SIZE && p->max > 1125899906842624.0))
+                fail_msg("%s: parameter %s has no sensible upper limit", s->name, p->name);
+            cmb_param_range(p, range, sizeof range);
+            char line[256];
+            snprintf(line, sizeof line, "--param %-14s", p->name);
+            char head[96];
+            snprintf(head, sizeof head, "\n  %s", s->name);
+            const char *section = strstr(out, head);
+            const char *at = section ? strstr(section, line) : NULL, *shown = at ? strstr(at, range) : NULL;
+            const char *next = at ? strstr(at + 1, "--param ") : NULL;
+            if (!shown || (next && shown > next))
+                fail_msg("--list does not show %s's range %s", p->name, range);
+            n++;
+        }
+    }
+    assert_true(n > 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(canonical_values),
+        cmocka_unit_test(canonical_values), cmocka_unit_test(every_parameter_bounded),
         cmocka_unit_test(preset_grids),
         cmocka_unit_test(traffic_bound_skips),
         cmocka_unit_test(churn_generator),

@@ -134,7 +134,7 @@ static void writes_a_self_describing_csv(void **state)
     const char *case_name = "churn/cuda/n:10/max_size:1MiB";
     assert_int_equal(cmb_timeline_write(&f.tl, sub, case_name, 0, err, sizeof err), 0);
     cmb_timeline_file_name(case_name, name, sizeof name);
-    assert_string_equal(name, "churn_cuda_n_10_max_size_1MiB");
+    assert_int_equal(strncmp(name, "churn_cuda_n_10_max_size_1MiB-", 30), 0);
     snprintf(path, sizeof path, "%s/%s.csv", sub, name);
     char *text = slurp(path);
     assert_non_null(strstr(text, "# case: churn/cuda/n:10/max_size:1MiB\n"));
@@ -164,6 +164,22 @@ static void long_names_are_cut_with_a_hash(void **state)
     assert_string_not_equal(a, b); /* the hash tells them apart */
 }
 
+/* Two replay traces whose names differ only in '/' against '_' wrote one
+ * timeline file: a name with a character replaced ends in a hash of the
+ * whole case name. */
+static void replaced_characters_keep_names_apart(void **state)
+{
+    (void)state;
+    char a[256], b[256], c[256];
+    cmb_timeline_file_name("replay/cuda/trace:runs/a_b.trace", a, sizeof a);
+    cmb_timeline_file_name("replay/cuda/trace:runs/a/b.trace", b, sizeof b);
+    cmb_timeline_file_name("replay_cuda_trace_runs_a_b.trace", c, sizeof c);
+    assert_string_not_equal(a, b);
+    assert_string_not_equal(a, c);
+    assert_string_not_equal(b, c);
+    assert_string_equal(c, "replay_cuda_trace_runs_a_b.trace"); /* nothing replaced: the name as it is */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +187,7 @@ int main(void)
         cmocka_unit_test(peaks_and_end_are_exact),
         cmocka_unit_test(writes_a_self_describing_csv),
         cmocka_unit_test(long_names_are_cut_with_a_hash),
+        cmocka_unit_test(replaced_characters_keep_names_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,6 +82,7 @@ static void suite_format_errors(void **state)
         {"# cumembench-trace 1\nf 1 10 0 2\n", "no size field", 2},
         {"# cumembench-trace 1\ns 1 - 0 2\n", "no id or size", 2},
         {"# cumembench-trace 1\na 1 10 0 1\n\x01\x02\x03\n", "binary data", 3},
+        {"# cumembench-trace 1\na 18446744073709551615 10 0 1\n", "block id 18446744073709551615 is out of range", 2},
     };
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/bad.trace", cmb_test_tmpdir());
@@ -250,6 +251,40 @@ static void torch_converter(void **state)
     assert_non_null(strstr(out, "not a readable snapshot"));
 }
 
+/* The reader never holds more than its line limit: a 16 MiB line is
+ * refused after 4096 bytes (it was read whole first, as a 1 GiB line or
+ * /dev/zero grew the process by gigabytes), and special files are named
+ * as such (/dev/zero was called empty). */
+static void reader_memory_bounded(void **state)
+{
+    (void)state;
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/long.trace", cmb_test_tmpdir());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("# cumembench-trace 1\na 1 10 0 1\n", f);
+    for (int i = 0; i < 16 << 10; i++)
+        fprintf(f, "%01023d ", 0);
+    fputs("\n", f);
+    fclose(f);
+    cmb_trace_reader r;
+    cmb_trace_event ev;
+    assert_int_equal(cmb_trace_open(&r, path, err, sizeof err), 0);
+    assert_int_equal(cmb_trace_next(&r, &ev, err, sizeof err), 1);
+    assert_int_equal(cmb_trace_next(&r, &ev, err, sizeof err), -1);
+    if (!strstr(err, "line longer than 4096 bytes") || !strstr(err, ":3:"))
+        fail_msg("%s", err);
+    if (r.cap > 8192)
+        fail_msg("the reader holds %zu bytes for one line", r.cap);
+    cmb_trace_close(&r);
+    assert_int_equal(cmb_trace_open(&r, "/dev/zero", err, sizeof err), -1);
+    if (!strstr(err, "/dev/zero: a character device, not a trace file"))
+        fail_msg("%s", err);
+    assert_int_equal(cmb_trace_open(&r, cmb_test_tmpdir(), err, sizeof err), -1);
+    if (!strstr(err, "a directory, not a trace file"))
+        fail_msg("%s", err);
+}
+
 /* Every format replays under every allocator that runs in sim mode. */
 static void all_formats_all_policies(void **state)
 {
@@ -280,7 +315,7 @@ int main(void)
         cmocka_unit_test(suite_format_good),  cmocka_unit_test(suite_format_errors),
         cmocka_unit_test(rmm_csv),            cmocka_unit_test(writer_round_trip),
         cmocka_unit_test(record_then_replay), cmocka_unit_test(torch_converter),
-        cmocka_unit_test(all_formats_all_policies),
+        cmocka_unit_test(all_formats_all_policies), cmocka_unit_test(reader_memory_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

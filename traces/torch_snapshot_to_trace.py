@@ -23,6 +23,7 @@ Exit status 2 with a one-line message on bad input.
 import argparse
 import io
 import pickle
+import re
 import sys
 
 TRACE_HEADER = "# cumembench-trace 1"
@@ -36,7 +37,7 @@ class PlainUnpickler(pickle.Unpickler):
 
 
 def fail(msg):
-    print(f"torch_snapshot_to_trace: {msg}", file=sys.stderr)
+    print(f"torch_snapshot_to_trace: {one_line(msg)}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -57,14 +58,38 @@ def load_snapshot(path):
     return snap
 
 
+MAX_SIZE = 1 << 48       # the largest size a trace holds (traces/FORMAT.md)
+INT64_MAX = (1 << 63) - 1
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_time(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e15
+
+
+def one_line(text):
+    """Text for a comment line: control characters (a newline would start
+    a line the reader refuses) written as escapes."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
 def check_event(path, i, e):
     if not isinstance(e, dict):
         fail(f"{path}: event {i} is not a dict")
     for key in ("action", "addr", "size", "stream"):
         if key not in e:
             fail(f"{path}: event {i} has no '{key}'")
-    if not isinstance(e["addr"], int) or not isinstance(e["size"], int) or e["size"] < 0:
+    if not isinstance(e["action"], str):
+        fail(f"{path}: event {i} has a bad action")
+    if not is_int(e["addr"]) or not is_int(e["size"]) or not 0 <= e["size"] <= MAX_SIZE:
         fail(f"{path}: event {i} has a bad address or size")
+    if not is_int(e["stream"]) or not 0 <= e["stream"] <= INT64_MAX:
+        fail(f"{path}: event {i} has a bad stream {one_line(repr(e['stream']))[:40]}")
+    if "time_us" in e and not is_time(e["time_us"]):
+        fail(f"{path}: event {i} has a bad time {one_line(repr(e['time_us']))[:40]} (microseconds expected)")
 
 
 def plan_frees(events):
@@ -106,8 +131,8 @@ def convert(snap, path, device):
     t0 = min((e.get("time_us", 0) for e in events), default=0)
 
     lines = [TRACE_HEADER,
-             f"# source: PyTorch memory snapshot {path.split('/')[-1]}, device {device}",
-             f"# allocator_settings: {snap.get('allocator_settings', {})}"]
+             one_line(f"# source: PyTorch memory snapshot {path.split('/')[-1]}, device {device}"),
+             one_line(f"# allocator_settings: {snap.get('allocator_settings', {})}")]
     out = []
     next_id = 1
     id_of_alloc = {}
@@ -130,16 +155,26 @@ def convert(snap, path, device):
             if (isinstance(b, dict) and b.get("state") == "active_allocated"
                     and b.get("address") not in seen and b.get("address") not in pre_live):
                 size = b.get("requested_size") or b.get("size")
-                pre_live[b["address"]] = {"addr": b["address"], "size": size, "stream": seg.get("stream", 0)}
+                stream = seg.get("stream", 0)
+                if not is_int(b.get("address")) or not is_int(size) or not 0 <= size <= MAX_SIZE \
+                        or not is_int(stream) or not 0 <= stream <= INT64_MAX:
+                    fail(f"{path}: a segment's block has a bad address, size or stream")
+                pre_live[b["address"]] = {"addr": b["address"], "size": size, "stream": stream}
     for addr, e in pre_live.items():
+        if e["size"] == 0:
+            continue  # nothing to allocate, so nothing to free
         out.append(f"a {next_id} {e['size']} {e.get('stream', 0)} 0")
         live_addr[addr] = next_id
         next_id += 1
     pre_freed = set()
 
+    last_t = 0
     for i, e in enumerate(events):
         a = e["action"]
-        t = (e.get("time_us", t0) - t0) * 1000
+        t = round((e.get("time_us", t0) - t0) * 1000)
+        if t < last_t:
+            fail(f"{path}: event {i}: time goes backwards ({e.get('time_us')} us after an earlier, later time)")
+        last_t = t
         if a == "alloc":
             if e["size"] == 0:
                 continue
@@ -152,7 +187,8 @@ def convert(snap, path, device):
             if j in id_of_alloc:
                 out.append(f"f {id_of_alloc[j]} - {e['stream']} {t}")
                 live_addr.pop(e["addr"], None)
-        elif a in ("free_completed", "free_requested") and e["addr"] in pre_live and e["addr"] not in pre_freed:
+        elif a in ("free_completed", "free_requested") and e["addr"] in pre_live and e["addr"] not in pre_freed \
+                and e["addr"] in live_addr:
             # the first free of a block that was alive before the trace
             if a == "free_completed" or not any(
                     x["action"] == "free_completed" and x["addr"] == e["addr"] for x in events[i + 1:]):

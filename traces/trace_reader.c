@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/cmb_units.h"
 #include "trace.h"
@@ -27,27 +28,41 @@ static int fail(cmb_trace_reader *r, char *err, size_t errlen, const char *fmt, 
     return -1;
 }
 
-/* Reads the next line without its newline; 1, 0 at end, -1 on error. */
+/* Reads the next line without its newline; 1, 0 at end, -1 on error. It
+ * never holds more than MAX_LINE bytes: a longer line is refused at its
+ * 4097th byte, not read whole first (a 1 GiB line took a gigabyte). */
 static int read_line(cmb_trace_reader *r, char *err, size_t errlen)
 {
-    ssize_t n = getline(&r->buf, &r->cap, r->f);
-    if (n < 0)
+    if (!r->buf && !(r->buf = malloc(MAX_LINE + 1)))
+        return fail(r, err, errlen, "host out of memory");
+    r->cap = MAX_LINE + 1;
+    size_t n = 0;
+    int ch = 0;
+    while (n < MAX_LINE && (ch = getc_unlocked(r->f)) != EOF) {
+        r->buf[n++] = (char)ch;
+        if (ch == '\n')
+            break;
+    }
+    if (n == 0)
         return ferror(r->f) ? fail(r, err, errlen, "read error: %s", strerror(errno)) : 0;
     r->line++;
     r->counts.lines++;
-    if ((size_t)n != strlen(r->buf))
+    r->buf[n] = '\0';
+    if (memchr(r->buf, '\0', n))
         return fail(r, err, errlen, "binary data (a NUL byte) in a text trace");
-    if (n > MAX_LINE)
+    if (r->buf[n - 1] != '\n' && n == MAX_LINE && (ch = getc_unlocked(r->f)) != EOF)
         return fail(r, err, errlen, "line longer than %d bytes", MAX_LINE);
+    if (ferror(r->f))
+        return fail(r, err, errlen, "read error: %s", strerror(errno));
     if (r->buf[n - 1] != '\n')
         return fail(r, err, errlen, "truncated: the last line has no newline");
     r->buf[--n] = '\0';
     if (n && r->buf[n - 1] == '\r')
         r->buf[--n] = '\0';
-    for (ssize_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)r->buf[i];
-        if (ch < 0x20 && ch != '\t')
-            return fail(r, err, errlen, "binary data (control byte 0x%02x)", ch);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)r->buf[i];
+        if (c < 0x20 && c != '\t')
+            return fail(r, err, errlen, "binary data (control byte 0x%02x)", c);
     }
     return 1;
 }
@@ -70,9 +85,11 @@ static int grow_slots(cmb_trace_reader *r)
 }
 
 /* Binds `key` (an id or pointer) to a new slot; -1 on host OOM, -2 when
- * the key is already live. */
+ * the key is already live, -3 for 2^64-1, the one key the table cannot hold. */
 static int bind_slot(cmb_trace_reader *r, uint64_t key, uint64_t size, uint32_t *slot)
 {
+    if (key == UINT64_MAX)
+        return -3; /* the table's key is key + 1, and 0 is no key */
     if (cmb_hashmap_get(&r->key_to_slot, key + 1, NULL))
         return -2;
     if (r->n_free_slots) {
@@ -103,6 +120,24 @@ static int release_slot(cmb_trace_reader *r, uint64_t key, uint32_t *slot, uint6
     return 0;
 }
 
+/* What a file that cannot be a trace is ("a character device"), or NULL
+ * for a regular file or a pipe (a trace may be piped in). */
+static const char *special_kind(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return NULL; /* the first read says what is wrong */
+    if (S_ISDIR(st.st_mode))
+        return "a directory";
+    if (S_ISCHR(st.st_mode))
+        return "a character device";
+    if (S_ISBLK(st.st_mode))
+        return "a block device";
+    if (S_ISSOCK(st.st_mode))
+        return "a socket";
+    return NULL;
+}
+
 /* --- open / close --------------------------------------------------------------------------- */
 
 int cmb_trace_open(cmb_trace_reader *r, const char *path, char *err, size_t errlen)
@@ -115,6 +150,11 @@ int cmb_trace_open(cmb_trace_reader *r, const char *path, char *err, size_t errl
     if (!r->f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
+    }
+    const char *kind = special_kind(fileno(r->f));
+    if (kind) { /* /dev/zero reads forever; a directory fails at its first read */
+        snprintf(err, errlen, "%s: %s, not a trace file", path, kind);
+        goto out_close;
     }
     if (cmb_hashmap_init(&r->key_to_slot, 1024) || grow_slots(r)) {
         snprintf(err, errlen, "%s: host out of memory", path);
@@ -218,6 +258,8 @@ static int suite_event(cmb_trace_reader *r, char **f, cmb_trace_event *ev, char 
         rc = bind_slot(r, id, size, &ev->slot);
         if (rc == -2)
             return fail(r, err, errlen, "allocation of block %llu, which is still live", (unsigned long long)id);
+        if (rc == -3)
+            return fail(r, err, errlen, "block id %llu is out of range (at most 2^64-2)", (unsigned long long)id);
         if (rc)
             return fail(r, err, errlen, "host out of memory");
         ev->op = CMB_TRACE_ALLOC;
@@ -363,6 +405,8 @@ static int rmm_event(cmb_trace_reader *r, char **f, cmb_trace_event *ev, char *e
         int rc = bind_slot(r, ptr, size, &ev->slot);
         if (rc == -2)
             return fail(r, err, errlen, "pointer %s allocated again while still live", f[3]);
+        if (rc == -3)
+            return fail(r, err, errlen, "pointer %s is out of range", f[3]);
         if (rc)
             return fail(r, err, errlen, "host out of memory");
         ev->op = CMB_TRACE_ALLOC;

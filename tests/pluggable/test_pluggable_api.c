@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "allocators/cmb_allocator.h"
 #include "pluggable/cmb_pluggable.h"
 #include "traces/trace.h"
 
@@ -281,6 +282,125 @@ static void explain_at_the_failing_call(void **state)
     assert_int_equal(cmb_pluggable_set_capacity(0), 0);
 }
 
+/* Sizes near SIZE_MAX: NULL with the reason under every policy, the
+ * library's count of requested bytes untouched (it went negative when a
+ * wrapped round-up served SIZE_MAX). */
+static void huge_requests_refused(void **state)
+{
+    (void)state;
+    static const char *specs[] = {"bfc@sim", "cuda@sim", "torch-caching@sim", "rmm-pool@sim", "arena@sim",
+                                  "binning@sim", "cupy@sim", "buddy@sim", "cmb@sim"};
+    static const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX / 2 + 1, ((size_t)1 << 48) + 1};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        const int dev = 20 + (int)i;
+        configure_ok(specs[i]);
+        void *live = cmb_pluggable_malloc(MiB, dev, NULL);
+        assert_non_null(live);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            void *p = cmb_pluggable_malloc(sizes[k], dev, NULL);
+            if (p)
+                fail_msg("%s: malloc(%zu) returned %p", specs[i], sizes[k], p);
+            if (!strstr(cmb_pluggable_last_error(), "256TiB"))
+                fail_msg("%s: malloc(%zu): no reason: %s", specs[i], sizes[k], cmb_pluggable_last_error());
+        }
+        cmb_pluggable_memstats s = stats_of(dev);
+        assert_int_equal(s.requested_current, (int64_t)MiB);
+        assert_int_equal(s.ooms, 4);
+        void *other = cmb_pluggable_malloc(MiB, dev, NULL);
+        assert_non_null(other);
+        assert_ptr_not_equal(other, live);
+        cmb_pluggable_free(live, 0, dev, NULL);
+        cmb_pluggable_free(other, 0, dev, NULL);
+    }
+}
+
+/* A plug-in that hands out a block still live: the library refuses it. */
+static void duplicate_pointer_refused(void **state)
+{
+    (void)state;
+    const int dev = 40;
+    char spec[1024];
+    const char *lib = getenv("CMB_HOSTILE");
+    assert_non_null(lib);
+    snprintf(spec, sizeof spec, "external:%s:mode=duplicate:at=3@sim", lib);
+    configure_ok(spec);
+    void *a = cmb_pluggable_malloc(MiB, dev, NULL);
+    void *b = cmb_pluggable_malloc(MiB, dev, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    void *c = cmb_pluggable_malloc(MiB, dev, NULL); /* the plug-in answers b again */
+    if (c)
+        fail_msg("the library handed out %p (a=%p b=%p)", c, a, b);
+    if (!strstr(cmb_pluggable_last_error(), "still live"))
+        fail_msg("no reason: %s", cmb_pluggable_last_error());
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.allocs, 2);
+    assert_int_equal(s.requested_current, (int64_t)(2 * MiB));
+    cmb_pluggable_free(a, 0, dev, NULL);
+    cmb_pluggable_free(b, 0, dev, NULL);
+    assert_int_equal(stats_of(dev).bad_frees, 0);
+}
+
+/* CMB_CAPACITY is read as the command line reads --capacity: "64MB" is
+ * ambiguous, above 1TiB too large; each refuses every use with the reason.
+ * The environment is read once per process: each value runs in a fresh
+ * copy of this program (main's --env-capacity). */
+static void capacity_environment(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value, *words;
+    } cases[] = {{"64MB", "ambiguous"}, {"64mb", "ambiguous"}, {"16777215TiB", "at most 1TiB"},
+                 {"2TiB", "at most 1TiB"}, {"64MiB", NULL}, {"67108864", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512], out[1024] = "";
+        snprintf(cmd, sizeof cmd, "CMB_CAPACITY=%s /proc/%d/exe --env-capacity 2>&1", cases[i].value, (int)getpid());
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        size_t n = fread(out, 1, sizeof out - 1, f);
+        out[n] = '\0';
+        int rc = pclose(f);
+        if (cases[i].words ? rc == 0 || !strstr(out, cases[i].words) : rc != 0)
+            fail_msg("CMB_CAPACITY=%s: exit %d: %s", cases[i].value, rc, out);
+    }
+}
+
+/* One allocation under CMB_CAPACITY: exit 0 when it was served within
+ * 64MiB, 1 with the reason otherwise. */
+static int env_capacity_main(void)
+{
+    configure_ok("bfc@sim");
+    void *p = cmb_pluggable_malloc(MiB, 0, NULL);
+    if (!p) {
+        printf("%s\n", cmb_pluggable_last_error());
+        return 1;
+    }
+    return stats_of(0).device_total == (int64_t)(64 * MiB) ? 0 : 1;
+}
+
+/* A plug-in whose statistics are all 0xff bytes: none of them reaches the
+ * program as a number (peaks of -1); the library's own counts stay. */
+static void impossible_statistics_withheld(void **state)
+{
+    (void)state;
+    const int dev = 41;
+    char spec[1024];
+    snprintf(spec, sizeof spec, "external:%s:mode=badstats:at=1@sim", getenv("CMB_HOSTILE"));
+    configure_ok(spec);
+    void *p = cmb_pluggable_malloc(MiB, dev, NULL);
+    assert_non_null(p);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.valid & ~(uint32_t)CMB_STAT_RESERVED, 0);
+    if (s.allocated_peak < 0 || s.allocated_current < 0 || s.reserved_peak < 0 || s.reserved_current < 0 ||
+        s.largest_free < 0 || s.oom_retries < 0 || s.upstream_allocs < 0)
+        fail_msg("an impossible statistic was published: allocated %lld/%lld reserved %lld/%lld",
+                 (long long)s.allocated_current, (long long)s.allocated_peak, (long long)s.reserved_current,
+                 (long long)s.reserved_peak);
+    assert_int_equal(s.reserved_current, (int64_t)MiB); /* the upstream's own count */
+    assert_int_equal(s.requested_current, (int64_t)MiB);
+    cmb_pluggable_free(p, 0, dev, NULL);
+}
+
 static void peaks_and_reset(void **state)
 {
     (void)state;
@@ -423,9 +543,11 @@ static void trace_unwritable(void **state)
     assert_int_equal(cmb_pluggable_trace_stop(), -1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     setenv("CMB_PLUGGABLE_ALLOW_SIM", "1", 1);
+    if (argc == 2 && !strcmp(argv[1], "--env-capacity"))
+        return env_capacity_main();
     unsetenv("CMB_ALLOCATOR");
     unsetenv("CMB_TRACE");
     unsetenv("CMB_CAPACITY");
@@ -436,6 +558,9 @@ int main(void)
         cmocka_unit_test(peaks_and_reset),  cmocka_unit_test(empty_cache_returns_memory),
         cmocka_unit_test(trace_round_trip), cmocka_unit_test(trace_from_threads),
         cmocka_unit_test(trace_unwritable), cmocka_unit_test(explain_at_the_failing_call),
+        cmocka_unit_test(huge_requests_refused),
+        cmocka_unit_test(duplicate_pointer_refused), cmocka_unit_test(capacity_environment),
+        cmocka_unit_test(impossible_statistics_withheld),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
