@@ -218,10 +218,10 @@ class Table(unittest.TestCase):
         self.assertEqual(cells[1], "1,073,741,824 (1.00 GiB)")
         self.assertEqual(cells[2], "2,147,483,648 (2.00 GiB)")
         self.assertEqual(cells[3], "+50.0%")  # (real - emulation) / real
-        self.assertEqual(cells[6:9], ["60", "600", "10.0x"])
+        self.assertEqual(cells[6:9], ["60 (50–70)", "600 (590–610)", "10.0x"])
         churn = next(line for line in rmm.splitlines() if line.startswith("| churn"))
         cells = [c.strip() for c in churn.strip("|").split("|")]
-        self.assertEqual(cells[4:9], ["3", "4", "50", "500", "10.0x"])
+        self.assertEqual(cells[4:9], ["3", "4", "50 (50–50)", "500 (500–500)", "10.0x"])
         cupy = md.split("### cupy beside real:cupy")[1]
         self.assertIn("real: skipped: plug-in x not built", cupy)
 

@@ -67,7 +67,7 @@ def is_int(v):
 
 
 def is_time(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e15
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e18  # epoch microseconds are about 1.8e15
 
 
 def one_line(text):
