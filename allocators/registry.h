@@ -22,7 +22,8 @@ typedef struct cmb_allocator_entry {
      * NULL when the entry is itself the real code (the CUDA driver's
      * allocators, CUB, the suite's own policies). An emulation reproduces
      * which memory the original holds, not what a call costs: its time is
-     * the policy's bookkeeping, a lower bound, and is labelled so. */
+     * the policy's bookkeeping, not what the original costs (usually
+     * less, not always: docs/real.md), and is labelled so. */
     const char *emulates;
 } cmb_allocator_entry;
 

@@ -6,7 +6,7 @@
  * memory" is the lowest geometric mean over the scenario's parameter sets
  * of value / best value of the scenario's memory counter; "best for time"
  * only on a GPU and only among real allocators, since an emulation's time
- * is its policy's bookkeeping, a lower bound of the original's.
+ * is its policy's bookkeeping, not the original's cost.
  */
 #define _GNU_SOURCE
 #include "answer.h"
@@ -464,7 +464,7 @@ static void time_line(const ans_run *run, const size_t *idx, size_t n, char *out
     if (!best_text(s, k, 0, "fastest real allocator", out, len))
         snprintf(out, len, "no real allocator was timed");
     if (emulated)
-        snprintf(out + strlen(out), len - strlen(out), "; emulations' times: policy bookkeeping (lower bound), "
+        snprintf(out + strlen(out), len - strlen(out), "; emulations' times: policy bookkeeping (not the original's cost), "
                                                        "not ranked");
     free(s);
 }

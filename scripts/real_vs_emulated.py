@@ -186,12 +186,48 @@ def render(cases):
     return "\n".join(parts) + "\n"
 
 
+def summary(cases):
+    """One row per pair: how far apart the peaks are over every case both ran,
+    the fastpath p50s (emulation -> real) by size, the ratio's range, and the
+    repetitions behind each median."""
+    reals = sorted({a for (_, _, a) in cases if a.startswith(REAL)})
+    if not reals:
+        return None
+    out = ["| pair | cases | peak reserved, (real - emulation) / real: largest | fastpath p50 ns, emulation → real, "
+           "by size | real / emulation, all cases | repetitions |", "|---|---|---|---|---|---|"]
+    for real in reals:
+        emul = real[len(REAL):]
+        keys = list(dict.fromkeys((s, p) for (s, p, a) in cases if a in (emul, real)))
+        diffs, fe, fr, ratios, reps = [], [], [], [], set()
+        for scenario, params in keys:
+            e, r = cases.get((scenario, params, emul)), cases.get((scenario, params, real))
+            pe, pr = median(e, "peak_reserved_bytes"), median(r, "peak_reserved_bytes")
+            if pe is not None and pr:
+                diffs.append((pr - pe) / pr * 100)
+            te, tr = p50_ns(scenario, e), p50_ns(scenario, r)
+            if te and tr is not None:
+                ratios.append(tr / te)
+            reps.update(len(p50_series(scenario, c)) for c in (e, r) if p50_series(scenario, c))
+            if scenario == "fastpath" and te is not None and tr is not None:
+                fe.append(num(te))
+                fr.append(num(tr))
+        worst = max(diffs, key=abs) if diffs else None
+        peak = "-" if worst is None else ("identical" if worst == 0 else f"{worst:+.3f}%")
+        fast = " / ".join(fe) + " → " + " / ".join(fr) if fe else "-"
+        ratio = f"{min(ratios):.1f}–{max(ratios):.1f}x" if ratios else "-"
+        out.append(f"| `{emul}` / `{real}` | {len(diffs)} | {peak} | {fast} | {ratio} | "
+                   f"{'-'.join(str(n) for n in sorted(reps)) or '-'} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="results directories or .tar.gz of them")
     ap.add_argument("-o", "--out", help="write the Markdown here (default: standard output)")
+    ap.add_argument("--summary", action="store_true", help="one row per pair (docs/real.md's table)")
     args = ap.parse_args(argv)
-    text = render(read_runs(args.runs))
+    cases = read_runs(args.runs)
+    text = summary(cases) if args.summary else render(cases)
     if text is None:
         print("real_vs_emulated: no real:* allocator in these runs", file=sys.stderr)
         return 1

@@ -11,7 +11,7 @@ writes nothing. For each run and scenario it prints the best allocator for
            allocators only (cuda, cuda-async*, managed, cub*, real:*): an
            emulation's time (torch-caching, rmm-pool, bfc, cupy, ...) and that
            of the suite's own policies (buddy, cmb) is their policy's
-           bookkeeping, a lower bound of the original library's, and is shown
+           bookkeeping, not the original library's cost, and is shown
            in its own column, labelled so, never ranked against real ones;
   peak     peak_reserved_bytes, what the allocator held from its upstream;
   frag     frag_ratio = 1 - peak_requested / peak_reserved (lower is better);
@@ -168,7 +168,7 @@ def header(run, ctx, gpu):
     rev = (ctx.get("cumembench_revision") or "?")[:7]
     print(f"### {ctx.get('gpu_name', ctx.get('mode', '?'))}: `{run}`\n")
     time_words = ("time among real allocators only; an emulation's or suite policy's time is its policy "
-                  "bookkeeping (lower bound), shown apart and not ranked" if gpu else
+                  "bookkeeping, not the original's cost, shown apart and not ranked" if gpu else
                   "sim mode: times are host bookkeeping, not ranked")
     print(f"Driver {ctx.get('driver_version', 'n/a')}, CUDA runtime {ctx.get('cuda_runtime', 'n/a')}, "
           f"{ctx.get('mode', '?')} mode, preset {ctx.get('preset', '?')}, cumembench {rev}. "
@@ -176,7 +176,7 @@ def header(run, ctx, gpu):
           f"the case (1.00x = best in every case), frag_ratio as the mean over the cases; {time_words}.\n")
     if gpu:
         print("| scenario | cases | allocators ranked | fastest real allocator | fastest emulation: policy bookkeeping "
-              "(lower bound) | smallest peak reserved | lowest frag_ratio | best trade-off, real allocators "
+              "(not the original's cost) | smallest peak reserved | lowest frag_ratio | best trade-off, real allocators "
               "(worst rank of 3) |")
         print("|---|---|---|---|---|---|---|---|")
     else:
@@ -270,7 +270,7 @@ def print_details(details):
             v = ranks[al][m]
             if not v:
                 return "n/a"
-            return f"{fmt_score(m, v[0])} ({v[1]})" if v[1] else f"{fmt_score(m, v[0])} (lower bound)"
+            return f"{fmt_score(m, v[0])} ({v[1]})" if v[1] else f"{fmt_score(m, v[0])} (bookkeeping)"
 
         for al in sorted(allocs, key=lambda x: (worst(x) is None, worst(x) or 0, x)):
             w = worst(al)

@@ -259,7 +259,7 @@ def ranking(run, scenario, all_allocators=()):
     (status oom), failed or served less than the others are not ranked on
     what they could not show. On a GPU only real allocators are ranked on
     time; an emulation's time is kept as a score without a rank (policy
-    bookkeeping, a lower bound). Ties: sim by peak reserved, a GPU by time,
+    bookkeeping, not the original's cost). Ties: sim by peak reserved, a GPU by time,
     then by name. Allocators without any rank come last; those of
     all_allocators the run has no case of (total 0) after them."""
     cases = run.cases_of(scenario)

@@ -21,7 +21,7 @@ IMPLS = (REAL, EMULATION, SUITE)
 # The suite's own policies that imitate no library (the registry has no
 # field for this; harness/cmb_allocator_impl() says the same for new runs).
 SUITE_POLICIES = {"buddy", "cmb"}
-TIME_LABEL = "policy bookkeeping (lower bound)"
+TIME_LABEL = "policy bookkeeping (not the original's cost)"
 
 _TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"|([A-Za-z_&][A-Za-z_0-9]*)|([{},])')
 _cache = {}
