@@ -97,6 +97,9 @@ static const cmb_option_decl cmb_real_cupy_options[] CMB_REAL_MAYBE_UNUSED = {
                   "limit_fraction"),
     CMB_OPTION_EX("limit_fraction", CMB_OPT_REAL, "0", "0", "1", "fraction", "MemoryPool.set_limit(fraction=...)", NULL,
                   0, "limit"),
+    CMB_OPTION("null_call", CMB_OPT_BOOL, "false", NULL, NULL, NULL,
+               "the baseline: the same CPython call into the pool (MemoryPool.used_bytes) per allocate and free, "
+               "memory from a per-size free list in C"),
     CMB_OPTION_END};
 
 /* --- parsing helpers --------------------------------------------------------------- */

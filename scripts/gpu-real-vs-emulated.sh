@@ -79,6 +79,8 @@ allocs=""
 for a in $pairs; do
     allocs="$allocs${allocs:+,}$a,real:$a"
 done
+# the baseline: real:cupy's CPython call alone (docs/real.md)
+allocs="$allocs,real:cupy:null_call=true"
 
 reps=${CMB_REPETITIONS:-9}
 status=0

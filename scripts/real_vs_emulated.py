@@ -183,14 +183,37 @@ def render(cases):
     for real in reals:
         emul = real[len(REAL):]
         parts.append(f"\n### {emul} beside {real}\n\n" + table(pair_rows(cases, emul, real)))
+    baseline = null_call_rows(cases)
+    if baseline:
+        parts.append("\n### real:cupy's CPython call alone (real:cupy:null_call=true)\n\n" + baseline)
     return "\n".join(parts) + "\n"
+
+
+NULL_CALL = ":null_call=true"
+
+
+def null_call_rows(cases):
+    """real:cupy beside real:cupy:null_call=true (the same CPython call into
+    the pool, memory from a free list in C): what the call alone costs."""
+    real, null = REAL + "cupy", REAL + "cupy" + NULL_CALL
+    keys = list(dict.fromkeys((s, p) for (s, p, a) in cases if a == null))
+    if not keys:
+        return None
+    out = ["| case | p50 real:cupy, ns: median (min–max) | p50 null call, ns: median (min–max) | null call / real |",
+           "|---|---|---|---|"]
+    for scenario, params in keys:
+        r, n = cases.get((scenario, params, real)), cases.get((scenario, params, null))
+        tr, tn = p50_ns(scenario, r), p50_ns(scenario, n)
+        share = f"{tn / tr:.2f}" if tr and tn is not None else "-"
+        out.append(f"| {scenario} {params} | {spread(scenario, r)} | {spread(scenario, n)} | {share} |")
+    return "\n".join(out) + "\n"
 
 
 def summary(cases):
     """One row per pair: how far apart the peaks are over every case both ran,
     the fastpath p50s (emulation -> real) by size, the ratio's range, and the
     repetitions behind each median."""
-    reals = sorted({a for (_, _, a) in cases if a.startswith(REAL)})
+    reals = sorted({a for (_, _, a) in cases if a.startswith(REAL) and NULL_CALL not in a})
     if not reals:
         return None
     out = ["| pair | cases | peak reserved, (real - emulation) / real: largest | fastpath p50 ns, emulation → real, "
@@ -217,7 +240,9 @@ def summary(cases):
         ratio = f"{min(ratios):.1f}–{max(ratios):.1f}x" if ratios else "-"
         out.append(f"| `{emul}` / `{real}` | {len(diffs)} | {peak} | {fast} | {ratio} | "
                    f"{'-'.join(str(n) for n in sorted(reps)) or '-'} |")
-    return "\n".join(out) + "\n"
+    baseline = null_call_rows(cases)
+    return "\n".join(out) + "\n" + ("\nreal:cupy's CPython call alone (`real:cupy:null_call=true`):\n\n" + baseline
+                                   if baseline else "")
 
 
 def main(argv):

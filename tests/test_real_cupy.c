@@ -141,6 +141,31 @@ static void a_failed_upstream_is_a_status_not_a_crash(void **state)
     assert_int_equal(m->destroy(st), CMB_OK);
 }
 
+/* null_call=true, the baseline of the CPython call alone: the pool is
+ * called (a mock without used_bytes would fail the call) and the memory
+ * comes from a per-size free list: a block freed at one size comes back at
+ * that size without cudaMalloc; a miss needs cudaMalloc, which fails here. */
+static void null_call_baseline(void **state)
+{
+    (void)state;
+    char err[320];
+    void *st = NULL, *p = NULL, *fake = (void *)0x7e0000000000;
+    if (!m)
+        skip();
+    assert_int_equal(create("null_call", "maybe", 0, err, sizeof err, &st), CMB_ERR_INVALID);
+    assert_int_equal(create("null_call", "true", 0, err, sizeof err, &st), CMB_OK);
+    assert_int_equal(m->deallocate(st, fake, 4096, NULL), CMB_OK);
+    assert_int_equal(m->allocate(st, 4096, NULL, &p), CMB_OK);
+    assert_ptr_equal(p, fake);
+    cmb_status s = m->allocate(st, 8192, NULL, &p);
+    assert_int_equal(s, CMB_ERR_OOM);
+    assert_non_null(strstr(m->last_error(st), "cudaMalloc"));
+    cmb_alloc_stats stats;
+    assert_int_equal(m->stats(st, &stats), CMB_OK);
+    assert_int_equal(stats.upstream_allocs, 0);
+    assert_int_equal(m->destroy(st), CMB_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +173,7 @@ int main(void)
         cmocka_unit_test(options_and_sim_are_refused),
         cmocka_unit_test(blocks_come_and_go_through_the_pool),
         cmocka_unit_test(a_failed_upstream_is_a_status_not_a_crash),
+        cmocka_unit_test(null_call_baseline),
     };
     return cmocka_run_group_tests(tests, load, NULL);
 }

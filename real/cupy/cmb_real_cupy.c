@@ -159,6 +159,10 @@ typedef struct cupy_state {
     int have_current;
     ptr_map live;                   /* ptr -> MemoryPointer                   */
     upstream_acct *acct;            /* valid while the pool lives             */
+    int null_call;                  /* the baseline (null_call=true): see null_allocate */
+    ptr_map cached;                 /* null_call: size -> null_block list     */
+    cmb_stat_count null_reserved;   /* null_call: what its cudaMallocs hold   */
+    uint64_t null_allocs;
     char err[320];
 } cupy_state;
 
@@ -166,7 +170,7 @@ typedef struct cupy_state {
 static struct {
     int ready;
     PyObject *cupy, *memory, *external_stream, *runtime_error, *oom_error;
-    PyObject *s_malloc, *s_ptr, *s_use, *s_free_all;
+    PyObject *s_malloc, *s_ptr, *s_use, *s_free_all, *s_used_bytes;
 } py;
 
 /* --- the interpreter --------------------------------------------------------------------------- */
@@ -259,6 +263,7 @@ static int import_cupy(char *why, size_t len)
     py.s_ptr = PyUnicode_InternFromString("ptr");
     py.s_use = PyUnicode_InternFromString("use");
     py.s_free_all = PyUnicode_InternFromString("free_all_blocks");
+    py.s_used_bytes = PyUnicode_InternFromString("used_bytes");
     py.ready = 1;
     return 0;
 }
@@ -397,9 +402,14 @@ static cmb_status cupy_create(const cmb_config *cfg, cmb_upstream *up, void **ou
     }
     if (import_cupy(cfg->error, cfg->error_len))
         return CMB_ERR_UNSUPPORTED;
+    const char *nc = cmb_real_option(cfg, "null_call");
+    int null_call = 0;
+    if (nc && cmb_real_parse_bool(nc, &null_call))
+        return CMB_ERR_INVALID; /* checked by read_options */
     cupy_state *s = calloc(1, sizeof *s);
     if (!s)
         return CMB_ERR_HOST_NOMEM;
+    s->null_call = null_call;
     if (make_pool(s, cfg->device, limit, has_limit, fraction)) {
         char e[256];
         py_error(e, sizeof e);
@@ -443,9 +453,90 @@ static cmb_status failed(cupy_state *s)
     return oom ? CMB_ERR_OOM : CMB_ERR_CUDA;
 }
 
+/* --- the null-call baseline (null_call=true) ---------------------------------------------------
+ *
+ * What the CPython call alone costs: each allocate and each free makes the
+ * same kind of call into the pool as the real path (a vectorcall of a
+ * MemoryPool method, here used_bytes(), which allocates nothing), and the
+ * memory comes from a free list per exact size in C (cudaMalloc on a miss,
+ * kept until destroy). Real minus null is what CuPy's pool itself costs. */
+
+typedef struct null_block {
+    void *ptr;
+    struct null_block *next;
+} null_block;
+
+static int null_python_call(cupy_state *s)
+{
+    PyObject *args[2] = {NULL, s->pool};
+    PyObject *r = PyObject_VectorcallMethod(py.s_used_bytes, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static cmb_status null_allocate(cupy_state *s, size_t size, void **ptr)
+{
+    void *head = NULL;
+    if (null_python_call(s))
+        return failed(s);
+    if (!map_take(&s->cached, (uintptr_t)size, &head)) {
+        null_block *b = head;
+        if (b->next && map_put(&s->cached, (uintptr_t)size, b->next))
+            return CMB_ERR_HOST_NOMEM;
+        *ptr = b->ptr;
+        free(b);
+        return CMB_OK;
+    }
+    if (cudaMalloc(ptr, size) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(s->err, sizeof s->err, NAME ": cudaMalloc of %zu B failed", size);
+        return CMB_ERR_OOM;
+    }
+    cmb_stat_increase(&s->null_reserved, (int64_t)size);
+    s->null_allocs++;
+    return CMB_OK;
+}
+
+static cmb_status null_deallocate(cupy_state *s, void *ptr, size_t size)
+{
+    void *head = NULL;
+    null_block *b = malloc(sizeof *b);
+    if (!b)
+        return CMB_ERR_HOST_NOMEM;
+    if (null_python_call(s)) {
+        free(b);
+        return failed(s);
+    }
+    map_take(&s->cached, (uintptr_t)size, &head);
+    *b = (null_block){ptr, head};
+    if (map_put(&s->cached, (uintptr_t)size, b)) {
+        free(b);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    return CMB_OK;
+}
+
+static void null_release(cupy_state *s)
+{
+    for (size_t i = 0; i < s->cached.cap; i++) {
+        null_block *b = s->cached.slots[i].key ? s->cached.slots[i].value : NULL;
+        while (b) {
+            null_block *next = b->next;
+            cudaFree(b->ptr);
+            free(b);
+            b = next;
+        }
+    }
+    free(s->cached.slots);
+}
+
 static cmb_status cupy_allocate(void *p, size_t size, cmb_stream stream, void **ptr)
 {
     cupy_state *s = p;
+    if (s->null_call)
+        return null_allocate(s, size, ptr);
     if ((!s->have_current || stream != s->current) && use_stream(s, stream))
         return failed(s);
     PyObject *n = PyLong_FromSize_t(size);
@@ -469,9 +560,11 @@ static cmb_status cupy_allocate(void *p, size_t size, cmb_stream stream, void **
 
 static cmb_status cupy_deallocate(void *p, void *ptr, size_t size, cmb_stream stream)
 {
-    (void)size, (void)stream; /* the chunk goes back to the arena of its own stream */
+    (void)stream; /* the chunk goes back to the arena of its own stream */
     cupy_state *s = p;
     void *mp;
+    if (s->null_call)
+        return null_deallocate(s, ptr, size);
     if (map_take(&s->live, (uintptr_t)ptr, &mp))
         return CMB_ERR_INVALID;
     Py_DECREF((PyObject *)mp);
@@ -492,9 +585,9 @@ static cmb_status cupy_stats(void *p, cmb_alloc_stats *out)
 {
     cupy_state *s = p;
     memset(out, 0, sizeof *out);
-    out->reserved = s->acct->reserved;
-    out->upstream_allocs = s->acct->allocs;
-    out->upstream_frees = s->acct->frees;
+    out->reserved = s->null_call ? s->null_reserved : s->acct->reserved;
+    out->upstream_allocs = s->null_call ? s->null_allocs : s->acct->allocs;
+    out->upstream_frees = s->null_call ? 0 : s->acct->frees;
     out->valid = CMB_STAT_RESERVED | CMB_STAT_UPSTREAM;
     return CMB_OK;
 }
@@ -523,6 +616,7 @@ static cmb_status cupy_destroy(void *p)
     Py_XDECREF(n);
     Py_XDECREF(null_stream);
     free(s->live.slots);
+    null_release(s);
     free(s);
     return st;
 }
