@@ -15,15 +15,15 @@
 #include <unistd.h>
 
 #include "../common/cmb_units.h"
-#include "../real/cmb_real_plugin.h"
-#include "../real/real_options.h"
+#include "cmb_real_plugin.h"
+#include "cmb_real_options.h"
 #include "cmb_option_check.h"
 #include "external.h"
 #include "options.h"
 
 /* --- the real allocators ------------------------------------------------------------------ */
 
-/* The options of each: real/real_options.h (the plug-ins read the same). */
+/* The options of each: allocators/cmb_real_options.h (the plug-ins read the same). */
 
 #define TORCH_INSTALL                                                                                      \
     "install PyTorch with CUDA (pip install torch) for the python3 the build uses, or give CMake "          \

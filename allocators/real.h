@@ -39,7 +39,7 @@ typedef struct cmb_real_info {
     const char *defaults;      /* options the plug-in gets before the user's    */
     const char *install;       /* what to install where it is missing           */
     const char *time_includes; /* what its measured time contains               */
-    const cmb_option_decl *options; /* real/real_options.h, ending with {NULL}    */
+    const cmb_option_decl *options; /* allocators/cmb_real_options.h, ending with {NULL}    */
 } cmb_real_info;
 
 size_t cmb_real_count(void);

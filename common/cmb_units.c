@@ -1,7 +1,7 @@
 /* cmb_units.c - number and size parsing for the CLI and trace readers. */
 #include "cmb_units.h"
 
-#include "../allocators/cmb_option_check.h"
+#include "cmb_size_parse.h"
 
 #include <ctype.h>
 #include <errno.h>

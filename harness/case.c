@@ -21,11 +21,11 @@
 #include "../allocators/external.h"
 #include "../common/cmb_units.h"
 #include "../allocators/upstream.h"
-#include "clock.h"
+#include "../common/cmb_clock.h"
 #include "holder.h"
 #include "instance.h"
 #include "metered.h"
-#include "metrics.h"
+#include "../common/cmb_metrics.h"
 #include "schema.h"
 #include "verify.h"
 #include "wire.h"
@@ -109,11 +109,7 @@ int cmb_case_spec_make_name(cmb_case_spec *cs, char *err, size_t errlen)
 
 cmb_upstream_kind cmb_case_upstream_kind(const cmb_case_spec *cs, const cmb_allocator_methods *m)
 {
-    if (cs->alloc.has_upstream)
-        return cs->alloc.upstream;
-    if (cs->mode == CMB_MODE_SIM)
-        return CMB_UPSTREAM_SIM;
-    return m && (m->flags & CMB_ALLOC_NEEDS_VMM) ? CMB_UPSTREAM_VMM : CMB_UPSTREAM_CUDA;
+    return cmb_policy_upstream_kind(&cs->alloc, m, cs->mode != CMB_MODE_SIM);
 }
 
 /* --- scenario-facing calls ------------------------------------------------------- */
@@ -844,9 +840,7 @@ int cmb_case_run_child(const cmb_case_spec *cs, int result_fd)
     char err[320];
     memset(&c, 0, sizeof c);
     c.spec = cs;
-    if (cs->alloc.entry) {
-        c.m = cs->alloc.entry->methods;
-    } else if (cmb_external_load(cs->alloc.external_path, &c.m, err, sizeof err)) {
+    if (!(c.m = cmb_policy_methods(&cs->alloc, err, sizeof err))) {
         fprintf(stderr, "cumembench: %s\n", err);
         return 2;
     }

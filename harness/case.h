@@ -12,7 +12,7 @@
 
 #include "../allocators/upstream.h"
 #include "../scenarios/scenario.h"
-#include "alloc_spec.h"
+#include "../allocators/policy.h"
 #include "cmb_bench.h"
 #include "params.h"
 

@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../common/cmb_units.h"
-#include "clock.h"
+#include "../common/cmb_clock.h"
 #include "spawn.h"
 
 #define PROBE_TIMEOUT_S 60.0

@@ -18,7 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "clock.h"
+#include "../common/cmb_clock.h"
 
 extern char **environ;
 

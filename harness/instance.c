@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../common/cmb_assert.h"
-#include "clock.h"
+#include "../common/cmb_clock.h"
 
 /* --- the GPU's memory ------------------------------------------------------------------ */
 
@@ -113,39 +113,24 @@ void cmb_instance_stop_observing(cmb_instance *in, cmb_case *c)
 
 /* --- open ------------------------------------------------------------------------------------ */
 
-static cmb_status open_upstream(cmb_instance *in, char *err, size_t errlen)
+/* The upstream and the allocator, through the policy object (allocators/policy.h). */
+static cmb_status open_policy(cmb_instance *in, char *err, size_t errlen)
 {
     const cmb_instance_config *cfg = in->cfg;
-    cmb_upstream_config ucfg;
-    cmb_upstream_config_default(&ucfg);
-    ucfg.kind = cfg->up_kind;
-    ucfg.device = cfg->spec->device;
-    ucfg.fault = cfg->spec->fault;
-    if (ucfg.kind == CMB_UPSTREAM_SIM)
-        ucfg.sim_capacity = in->capacity;
-    else if (cfg->cap_bytes)
-        ucfg.fault.cap_bytes = cfg->cap_bytes; /* a smaller GPU */
-    return cmb_upstream_open(&ucfg, &in->up, err, errlen);
-}
-
-static cmb_status create_allocator(cmb_instance *in, char *err, size_t errlen)
-{
-    const cmb_alloc_spec *a = &in->cfg->spec->alloc;
-    char why[320] = "";
-    cmb_assert_internal(cmb_alloc_spec_owns_options(a));
-    cmb_config cfg = {
-        .options = a->options,
-        .n_options = a->n_options,
-        .device = in->cfg->spec->device,
-        .sim = in->cfg->spec->mode == CMB_MODE_SIM,
-        .error = why,
-        .error_len = sizeof why,
+    cmb_policy pol;
+    cmb_policy_place place = {
+        .upstream = cfg->up_kind,
+        .device = cfg->spec->device,
+        .sim = cfg->spec->mode == CMB_MODE_SIM,
+        .capacity = cfg->up_kind == CMB_UPSTREAM_SIM ? in->capacity : cfg->cap_bytes,
+        .fault = cfg->spec->fault,
     };
-    cmb_status st = in->m->create(&cfg, in->up, &in->state);
-    if (st != CMB_OK) {
-        snprintf(err, errlen, "creating allocator %s: %s", a->name, why[0] ? why : cmb_status_str(st));
+    cmb_assert_internal(cmb_alloc_spec_owns_options(&cfg->spec->alloc));
+    cmb_status st = cmb_policy_open(&cfg->spec->alloc, in->m, &place, &pol, err, errlen);
+    if (st != CMB_OK)
         return st;
-    }
+    in->up = pol.up;
+    in->state = pol.state;
     in->have_state = 1;
     return CMB_OK;
 }
@@ -199,9 +184,7 @@ cmb_status cmb_instance_open(cmb_instance *in, const cmb_instance_config *cfg, c
     in->cfg = cfg;
     in->m = cfg->m;
     set_capacity(in);
-    if ((in->m->flags & CMB_ALLOC_USES_UPSTREAM) && (st = open_upstream(in, err, errlen)) != CMB_OK)
-        goto out_fail;
-    if ((st = create_allocator(in, err, errlen)) != CMB_OK)
+    if ((st = open_policy(in, err, errlen)) != CMB_OK)
         goto out_fail;
     if ((st = attach(in, c, err, errlen)) != CMB_OK)
         goto out_fail;
@@ -214,17 +197,22 @@ out_fail:
 
 /* --- close ----------------------------------------------------------------------------------- */
 
-static void close_upstream(cmb_instance *in, cmb_instance_end *end)
+/* Destroys the allocator and closes its upstream (allocators/policy.h). */
+static void close_policy(cmb_instance *in, cmb_instance_end *end)
 {
     const cmb_fault_spec *f = &in->cfg->spec->fault;
-    end->had_upstream = 1;
-    end->misuse = cmb_upstream_misuse_count(in->up);
-    if (f->fail_nth || f->fail_every || f->fail_prob > 0)
-        end->injected_faults = in->up->stats.injected_faults;
-    if (end->misuse)
-        snprintf(end->last_misuse, sizeof end->last_misuse, "%s", cmb_upstream_last_misuse(in->up));
-    end->leaked = cmb_upstream_close(in->up); /* frees what the allocator kept */
+    cmb_policy pol = {.m = in->m, .up = in->up, .state = in->have_state ? in->state : NULL};
+    cmb_policy_end pe;
+    cmb_policy_close(&pol, &pe);
+    in->have_state = 0;
     in->up = NULL;
+    end->destroyed = pe.destroyed;
+    end->had_upstream = pe.had_upstream;
+    end->misuse = pe.misuse;
+    snprintf(end->last_misuse, sizeof end->last_misuse, "%s", pe.last_misuse);
+    if (f->fail_nth || f->fail_every || f->fail_prob > 0)
+        end->injected_faults = pe.injected_faults;
+    end->leaked = pe.leaked;
 }
 
 void cmb_instance_close(cmb_instance *in, cmb_case *c, int keep_live, cmb_stream s, cmb_verify_counts *verified,
@@ -239,11 +227,7 @@ void cmb_instance_close(cmb_instance *in, cmb_case *c, int keep_live, cmb_stream
         end->unfreed = cmb_metered_free_all(&in->mt, s);
     if (in->cfg->spec->mode == CMB_MODE_GPU)
         cudaDeviceSynchronize();
-    if (in->have_state)
-        end->destroyed = in->m->destroy(in->state);
-    in->have_state = 0;
-    if (in->up)
-        close_upstream(in, end);
+    close_policy(in, end);
     if (in->have_mt)
         cmb_metered_free(&in->mt);
     in->have_mt = 0;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../allocators/cmb_stats_check.h"
-#include "clock.h"
+#include "../common/cmb_clock.h"
 #include "../scenarios/scenario.h"
 
 cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, void *state,

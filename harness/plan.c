@@ -101,16 +101,6 @@ static int check_overrides(const cmb_cli *cli, const cmb_scenario *const *scn, s
     return 0;
 }
 
-static const cmb_allocator_methods *methods_of(const cmb_alloc_spec *a, char *err, size_t errlen)
-{
-    const cmb_allocator_methods *m = NULL;
-    if (a->entry)
-        return a->entry->methods;
-    if (cmb_external_load(a->external_path, &m, err, errlen))
-        return NULL;
-    return m;
-}
-
 /* --- the plan --------------------------------------------------------------------------------- */
 
 uint64_t cmb_plan_capacity(const cmb_cli *cli, cmb_mode mode)
@@ -253,7 +243,7 @@ int cmb_plan_build(const cmb_cli *cli, const cmb_plan_setting *set, cmb_plan *p,
         check_overrides(cli, scn, n_scn, err, errlen))
         goto out;
     for (size_t a = 0; a < n_alloc; a++)
-        if (!(methods[a] = methods_of(&allocs[a], err, errlen)))
+        if (!(methods[a] = cmb_policy_methods(&allocs[a], err, errlen)))
             goto out;
     for (size_t s = 0; s < n_scn; s++)
         if (plan_scenario(p, cli, set, scn[s], allocs, methods, n_alloc, err, errlen))

@@ -8,7 +8,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "../common/cmb_clock.h"
 
 /* --- the time left ------------------------------------------------------------------------------ */
 

@@ -17,7 +17,7 @@
 #include "../common/cmb_units.h"
 #include "answer.h"
 #include "case.h"
-#include "clock.h"
+#include "../common/cmb_clock.h"
 #include "devcheck.h"
 #include "env.h"
 #include "output.h"

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "../common/cmb_clock.h"
 
 extern char **environ;
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "../common/cmb_clock.h"
 
 /* --- setup ------------------------------------------------------------------------ */
 

@@ -19,8 +19,8 @@
 
 #include "allocators/registry.h"
 #include "allocators/upstream.h"
-#include "harness/alloc_spec.h"
-#include "harness/clock.h"
+#include "allocators/policy.h"
+#include "common/cmb_clock.h"
 #include "pluggable/cmb_pluggable.h"
 
 #define RING 64

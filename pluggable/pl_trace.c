@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../harness/clock.h"
+#include "../common/cmb_clock.h"
 #include "pl_internal.h"
 
 uint32_t _cmb_pl_trace_gen;

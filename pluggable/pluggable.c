@@ -22,7 +22,7 @@
 #include "../allocators/registry.h"
 #include "../allocators/upstream.h"
 #include "../common/cmb_units.h"
-#include "../harness/alloc_spec.h"
+#include "../allocators/policy.h"
 #include "pl_internal.h"
 
 pl_device _cmb_pl_devices[CMB_PLUGGABLE_MAX_DEVICES];
@@ -349,47 +349,42 @@ static int init_tables(pl_device *d)
     return d->streams ? 0 : -1;
 }
 
-/* Opens the upstream and creates the policy for device d (global lock
- * held, the device current). 0, or -1 with a reason. */
+/* The memory free when the policy is created: what the policies that size
+ * themselves read (the e2e predictions replay on a device of that size). */
+static void read_free_at_create(void *ctx, cmb_upstream *up)
+{
+    pl_device *d = ctx;
+    size_t fb = 0, tb = 0;
+    if (cmb_up_mem_info(up, &fb, &tb) == CMB_OK) {
+        d->free_at_create = (int64_t)fb;
+        d->total = (int64_t)tb;
+    }
+}
+
+/* Opens the upstream and creates the policy for device d through the
+ * policy object (allocators/policy.h; global lock held, the device
+ * current). 0, or -1 with a reason. */
 static int create_policy(pl_device *d, char *err, size_t errlen)
 {
     char why[400] = "";
-    const cmb_allocator_methods *m = cfg.m;
-    cmb_status st;
-    if (m->flags & CMB_ALLOC_USES_UPSTREAM) {
-        cmb_upstream_config ucfg;
-        cmb_upstream_config_default(&ucfg);
-        ucfg.kind = cfg.kind;
-        ucfg.device = d->ordinal;
-        if (cfg.kind == CMB_UPSTREAM_SIM && cfg.capacity)
-            ucfg.sim_capacity = cfg.capacity;
-        else
-            ucfg.fault.cap_bytes = cfg.capacity;
-        if (cmb_upstream_open(&ucfg, &d->up, why, sizeof why) != CMB_OK) {
-            snprintf(err, errlen, "device %d: %s upstream: %s", d->ordinal, cmb_upstream_kind_name(cfg.kind), why);
-            return -1;
-        }
-        size_t fb = 0, tb = 0;
-        if (cmb_up_mem_info(d->up, &fb, &tb) == CMB_OK) {
-            d->free_at_create = (int64_t)fb;
-            d->total = (int64_t)tb;
-        }
-    } else if (d->real) {
+    cmb_policy pol;
+    cmb_policy_place place = {
+        .upstream = cfg.kind,
+        .device = d->ordinal,
+        .sim = cfg.kind == CMB_UPSTREAM_SIM,
+        .capacity = cfg.capacity,
+        .upstream_opened = read_free_at_create,
+        .ctx = d,
+    };
+    if (!(cfg.m->flags & CMB_ALLOC_USES_UPSTREAM) && d->real)
         _cmb_pl_mem_info(&d->free_at_create, &d->total);
-    }
-    why[0] = '\0';
-    cmb_config c = {.options = cfg.spec->options, .n_options = cfg.spec->n_options, .device = d->ordinal,
-                    .sim = cfg.kind == CMB_UPSTREAM_SIM, .error = why, .error_len = sizeof why};
-    st = m->create(&c, d->up, &d->policy);
-    if (st != CMB_OK) {
-        snprintf(err, errlen, "device %d: creating %s: %s", d->ordinal, cfg.spec->text,
-                 why[0] ? why : cmb_status_str(st));
-        if (d->up)
-            cmb_upstream_close(d->up);
-        d->up = NULL;
+    if (cmb_policy_open(cfg.spec, cfg.m, &place, &pol, why, sizeof why) != CMB_OK) {
+        snprintf(err, errlen, "device %d: %s", d->ordinal, why);
         return -1;
     }
-    d->m = m;
+    d->up = pol.up;
+    d->policy = pol.state;
+    d->m = cfg.m;
     return 0;
 }
 

@@ -52,7 +52,7 @@
 #include "cublas_loader.h"
 #include <cuda_runtime_api.h>
 
-#include "../harness/metrics.h"
+#include "../common/cmb_metrics.h"
 #include "../kernels/cmb_mlp_kernels.h"
 #include "scenario.h"
 #include "scn_util.h"

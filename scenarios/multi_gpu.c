@@ -62,7 +62,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../common/cmb_units.h"
-#include "../harness/clock.h"
+#include "../common/cmb_clock.h"
 #include "multi_gpu.h"
 #include "scenario.h"
 #include "scn_util.h"

@@ -34,11 +34,10 @@
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
 
-#include "../allocators/external.h"
 #include "../allocators/upstream.h"
 #include "../common/cmb_units.h"
-#include "../harness/alloc_spec.h"
-#include "../harness/clock.h"
+#include "../allocators/policy.h"
+#include "../common/cmb_clock.h"
 #include "../kernels/cmb_kernels.h"
 
 #define ANSWER_FD 3
@@ -119,8 +118,8 @@ int cmb_mgpu_job_parse(const char *line, cmb_mgpu_job *j, char *err, size_t errl
 /* --- the rank's state --------------------------------------------------------------- */
 
 typedef struct inst {
-    void *state;       /* the allocator instance, NULL when none */
-    cmb_upstream *up;  /* its upstream, NULL for driver-level allocators */
+    cmb_policy pol;    /* the instance (pol.state NULL when none) and its
+                          upstream (pol.up NULL for driver-level allocators) */
     int device;
 } inst;
 
@@ -175,10 +174,10 @@ static void answer_ok(rank *rk, const char *step, const char *note)
         size_t used = 0;
         for (int d = 0; d < rk->job.devices; d++) {
             uint64_t b = rk->ctx[d] ? CMB_MGPU_SIM_CONTEXT : 0;
-            if (rk->main.up && rk->main.device == d)
-                b += cmb_upstream_device_used(rk->main.up);
-            if (rk->stray.up && rk->stray.device == d)
-                b += cmb_upstream_device_used(rk->stray.up);
+            if (rk->main.pol.up && rk->main.device == d)
+                b += cmb_upstream_device_used(rk->main.pol.up);
+            if (rk->stray.pol.up && rk->stray.device == d)
+                b += cmb_upstream_device_used(rk->stray.pol.up);
             used += (size_t)snprintf(take + used, sizeof take - used, "%s%llu", d ? "," : " take=",
                                      (unsigned long long)b);
         }
@@ -225,65 +224,34 @@ static int make_context(rank *rk, int d)
 
 static int real_memory(const rank *rk, const inst *in)
 {
-    return rk->job.gpu && !(in->up && !strcmp(in->up->name, "sim"));
-}
-
-static cmb_upstream_kind upstream_kind(const rank *rk)
-{
-    if (rk->spec.has_upstream)
-        return rk->spec.upstream;
-    if (!rk->job.gpu)
-        return CMB_UPSTREAM_SIM;
-    return (rk->m->flags & CMB_ALLOC_NEEDS_VMM) ? CMB_UPSTREAM_VMM : CMB_UPSTREAM_CUDA;
+    return rk->job.gpu && !(in->pol.up && !strcmp(in->pol.up->name, "sim"));
 }
 
 /* An instance of the allocator for device d (the current device). */
 static cmb_status open_inst(rank *rk, inst *in, int d, char *err, size_t errlen)
 {
-    char cerr[320] = "";
+    cmb_policy_place place = {
+        .upstream = cmb_policy_upstream_kind(&rk->spec, rk->m, rk->job.gpu),
+        .device = d,
+        .sim = !rk->job.gpu,
+        .capacity = rk->job.capacity,
+    };
     in->device = d;
-    if (rk->m->flags & CMB_ALLOC_USES_UPSTREAM) {
-        cmb_upstream_config ucfg;
-        cmb_upstream_config_default(&ucfg);
-        ucfg.kind = upstream_kind(rk);
-        ucfg.device = d;
-        if (ucfg.kind == CMB_UPSTREAM_SIM)
-            ucfg.sim_capacity = rk->job.capacity ? rk->job.capacity : ucfg.sim_capacity;
-        else
-            ucfg.fault.cap_bytes = rk->job.capacity;
-        cmb_status st = cmb_upstream_open(&ucfg, &in->up, err, errlen);
-        if (st != CMB_OK)
-            return st;
-    }
-    cmb_config cfg = {.options = rk->spec.options, .n_options = rk->spec.n_options, .device = d,
-                      .sim = !rk->job.gpu, .error = cerr, .error_len = sizeof cerr};
-    cmb_status st = rk->m->create(&cfg, in->up, &in->state);
-    if (st != CMB_OK) {
-        snprintf(err, errlen, "creating %s on device %d: %s", rk->spec.text, d, cerr[0] ? cerr : cmb_status_str(st));
-        in->state = NULL;
-        if (in->up)
-            cmb_upstream_close(in->up);
-        in->up = NULL;
-    }
-    return st;
+    return cmb_policy_open(&rk->spec, rk->m, &place, &in->pol, err, errlen);
 }
 
 /* Destroys the instance; the bytes its upstream still held (a leak). */
 static int64_t close_inst(rank *rk, inst *in)
 {
-    int64_t leaked = 0;
-    if (in->state)
-        rk->m->destroy(in->state);
-    if (in->up)
-        leaked = cmb_upstream_close(in->up);
-    in->state = NULL;
-    in->up = NULL;
-    return leaked;
+    (void)rk;
+    cmb_policy_end end;
+    cmb_policy_close(&in->pol, &end);
+    return end.leaked > 0 ? end.leaked : 0;
 }
 
 static const char *last_error(const rank *rk, const inst *in)
 {
-    const char *e = rk->m->last_error ? rk->m->last_error(in->state) : NULL;
+    const char *e = rk->m->last_error ? rk->m->last_error(in->pol.state) : NULL;
     return e ? e : "no message";
 }
 
@@ -359,7 +327,7 @@ static int stray_use(rank *rk, char *err, size_t errlen)
     cmb_stream s = rk->job.gpu ? NULL : cmb_sim_stream(0, 0); /* the default stream, as a first use has */
     if (open_inst(rk, &rk->stray, 0, err, errlen) != CMB_OK)
         return -1;
-    cmb_status st = rk->m->allocate(rk->stray.state, rk->job.stray, s, &p);
+    cmb_status st = rk->m->allocate(rk->stray.pol.state, rk->job.stray, s, &p);
     if (st != CMB_OK) {
         snprintf(err, errlen, "the stray block on device 0: %s (%s)", cmb_status_str(st), last_error(rk, &rk->stray));
         return -1;
@@ -369,7 +337,7 @@ static int stray_use(rank *rk, char *err, size_t errlen)
         return -1;
     }
     void *pool = rk->job.gpu ? mempool_of(p) : NULL; /* asked once the block is in use */
-    st = rk->m->deallocate(rk->stray.state, p, rk->job.stray, s);
+    st = rk->m->deallocate(rk->stray.pol.state, p, rk->job.stray, s);
     if (st != CMB_OK) {
         snprintf(err, errlen, "freeing the stray block: %s (%s)", cmb_status_str(st), last_error(rk, &rk->stray));
         return -1;
@@ -432,7 +400,7 @@ static void step_traffic(rank *rk)
     rk->block = (size_t)(rk->job.size / CMB_MGPU_BLOCKS);
     for (rk->n_blocks = 0; rk->n_blocks < CMB_MGPU_BLOCKS; rk->n_blocks++) {
         void **p = &rk->blocks[rk->n_blocks];
-        cmb_status st = rk->m->allocate(rk->main.state, rk->block, rk->own, p);
+        cmb_status st = rk->m->allocate(rk->main.pol.state, rk->block, rk->own, p);
         if (st != CMB_OK) {
             answer("fail", "traffic", "allocation of %zu bytes: %s (%s)", rk->block, cmb_status_str(st),
                    last_error(rk, &rk->main));
@@ -452,7 +420,7 @@ static void step_traffic(rank *rk)
 static void step_free(rank *rk)
 {
     while (rk->n_blocks) {
-        cmb_status st = rk->m->deallocate(rk->main.state, rk->blocks[rk->n_blocks - 1], rk->block, rk->own);
+        cmb_status st = rk->m->deallocate(rk->main.pol.state, rk->blocks[rk->n_blocks - 1], rk->block, rk->own);
         if (st != CMB_OK) {
             answer("fail", "free", "free of a %zu-byte block: %s (%s)", rk->block, cmb_status_str(st),
                    last_error(rk, &rk->main));
@@ -516,8 +484,8 @@ static int sync_both(rank *rk)
 static int xfree_setup(rank *rk, xfree *x)
 {
     size_t S = rk->block;
-    if (rk->m->allocate(rk->main.state, S, rk->own, &x->x) != CMB_OK ||
-        rk->m->allocate(rk->main.state, S, rk->own, &x->p) != CMB_OK) {
+    if (rk->m->allocate(rk->main.pol.state, S, rk->own, &x->x) != CMB_OK ||
+        rk->m->allocate(rk->main.pol.state, S, rk->own, &x->p) != CMB_OK) {
         answer("fail", "xfree", "allocation of %zu bytes: %s", S, last_error(rk, &rk->main));
         return -1;
     }
@@ -527,7 +495,7 @@ static int xfree_setup(rank *rk, xfree *x)
         answer("fail", "xfree", "writing the blocks: %s", cudaGetErrorString(cudaGetLastError()));
         return -1;
     }
-    x->misuse = rk->main.up ? cmb_upstream_misuse_count(rk->main.up) : 0;
+    x->misuse = rk->main.pol.up ? cmb_upstream_misuse_count(rk->main.pol.up) : 0;
     return 0;
 }
 
@@ -537,7 +505,7 @@ static void xfree_free(rank *rk, xfree *x)
 {
     size_t S = rk->block;
     set_device(rk, 1);
-    cmb_status st = rk->m->deallocate(rk->main.state, x->p, S, rk->other);
+    cmb_status st = rk->m->deallocate(rk->main.pol.state, x->p, S, rk->other);
     set_device(rk, 0);
     if (st == CMB_OK)
         return;
@@ -545,7 +513,7 @@ static void xfree_free(rank *rk, xfree *x)
     snprintf(x->why, sizeof x->why, "cross-device free refused: %s", last_error(rk, &rk->main));
     if (rk->job.gpu)
         cudaGetLastError(); /* a refusal is not sticky; sync_both finds out */
-    if (rk->m->deallocate(rk->main.state, x->p, S, rk->own) != CMB_OK) {
+    if (rk->m->deallocate(rk->main.pol.state, x->p, S, rk->own) != CMB_OK) {
         x->retry_failed = 1;
         snprintf(x->why, sizeof x->why, "cross-device free corrupts: refused, and the free on its own stream failed too: %s",
                  last_error(rk, &rk->main));
@@ -558,13 +526,13 @@ static void xfree_check(rank *rk, xfree *x)
 {
     size_t S = rk->block;
     x->reused = 0;
-    if (rk->m->allocate(rk->main.state, S, rk->own, &x->q) != CMB_OK) {
+    if (rk->m->allocate(rk->main.pol.state, S, rk->own, &x->q) != CMB_OK) {
         x->next_failed = 1;
         x->q = NULL;
         return;
     }
     x->reused = x->q == x->p;
-    if (rk->main.up && !cmb_upstream_contains(rk->main.up, x->q, S))
+    if (rk->main.pol.up && !cmb_upstream_contains(rk->main.pol.up, x->q, S))
         x->wrong_device = 1;
     if (real_memory(rk, &rk->main)) {
         struct cudaPointerAttributes a;
@@ -576,14 +544,14 @@ static void xfree_check(rank *rk, xfree *x)
         x->bad_x = mismatches(x->x, S, PATTERN_SENTINEL, rk->counter, rk->own);
     }
     cmb_alloc_stats s;
-    if (rk->m->stats && rk->m->stats(rk->main.state, &s) == CMB_OK && (s.valid & CMB_STAT_REQUESTED))
+    if (rk->m->stats && rk->m->stats(rk->main.pol.state, &s) == CMB_OK && (s.valid & CMB_STAT_REQUESTED))
         x->stats_disagree = s.requested.current != (int64_t)(2 * S); /* x and q */
 }
 
 static int xfree_verdict(rank *rk, xfree *x)
 {
-    if (rk->main.up)
-        x->misuse = cmb_upstream_misuse_count(rk->main.up) - x->misuse;
+    if (rk->main.pol.up)
+        x->misuse = cmb_upstream_misuse_count(rk->main.pol.up) - x->misuse;
     if (x->retry_failed)
         return 2; /* x->why says so */
     const char *what = x->sticky ? "a sticky CUDA error: the context is lost"
@@ -621,8 +589,8 @@ static void step_xfree(rank *rk)
         rk->broken = 1;
     if (!rk->broken) {
         if (x.q)
-            rk->m->deallocate(rk->main.state, x.q, rk->block, rk->own);
-        rk->m->deallocate(rk->main.state, x.x, rk->block, rk->own);
+            rk->m->deallocate(rk->main.pol.state, x.q, rk->block, rk->own);
+        rk->m->deallocate(rk->main.pol.state, x.x, rk->block, rk->own);
         sync_both(rk);
         set_device(rk, 0);
     }
@@ -657,7 +625,7 @@ static void step_peer(rank *rk)
         answer("skip", "peer", "device 1 cannot access device 0 (cudaDeviceCanAccessPeer)");
         return;
     }
-    cmb_status st = rk->m->allocate(rk->main.state, rk->job.size, rk->own, &rk->peer_block);
+    cmb_status st = rk->m->allocate(rk->main.pol.state, rk->job.size, rk->own, &rk->peer_block);
     if (st != CMB_OK || fill(rk->peer_block, rk->job.size, PATTERN_PEER, rk->own)) {
         if (st != CMB_OK)
             rk->peer_block = NULL;
@@ -700,12 +668,12 @@ static void step_map(rank *rk)
 static void step_exit(rank *rk)
 {
     int64_t leaked = 0;
-    if (rk->main.state && !rk->broken) {
+    if (rk->main.pol.state && !rk->broken) {
         if (rk->peer_block)
-            rk->m->deallocate(rk->main.state, rk->peer_block, rk->job.size, rk->own);
+            rk->m->deallocate(rk->main.pol.state, rk->peer_block, rk->job.size, rk->own);
         while (rk->n_blocks) {
             rk->n_blocks--;
-            rk->m->deallocate(rk->main.state, rk->blocks[rk->n_blocks], rk->block, rk->own);
+            rk->m->deallocate(rk->main.pol.state, rk->blocks[rk->n_blocks], rk->block, rk->own);
         }
         if (rk->job.gpu)
             cudaDeviceSynchronize();
@@ -726,11 +694,8 @@ static int resolve(rank *rk, char *err, size_t errlen)
         snprintf(err, errlen, "%s", rk->spec.unavailable);
         return -1;
     }
-    if (rk->spec.entry) {
-        rk->m = rk->spec.entry->methods;
-        return 0;
-    }
-    return cmb_external_load(rk->spec.external_path, &rk->m, err, errlen);
+    rk->m = cmb_policy_methods(&rk->spec, err, errlen);
+    return rk->m ? 0 : -1;
 }
 
 static const struct {

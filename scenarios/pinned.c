@@ -25,7 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
+#include "../common/cmb_clock.h"
 #include "scenario.h"
 #include "scn_util.h"
 

@@ -33,7 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../harness/clock.h"
+#include "../common/cmb_clock.h"
 #include "../kernels/cmb_kernels.h"
 #include "scenario.h"
 

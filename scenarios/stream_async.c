@@ -46,7 +46,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../common/cmb_rng.h"
-#include "../harness/clock.h"
+#include "../common/cmb_clock.h"
 #include "../kernels/cmb_kernels.h"
 #include "scenario.h"
 #include "scn_util.h"

@@ -14,7 +14,7 @@
 #include "common/cmb_units.h"
 #include "harness/latency.h"
 #include "harness/metered.h"
-#include "harness/metrics.h"
+#include "common/cmb_metrics.h"
 
 static void fragmentation_ratio(void **state)
 {

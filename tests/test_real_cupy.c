@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "real/cmb_real_plugin.h"
+#include "allocators/cmb_real_plugin.h"
 
 static const cmb_allocator_methods *m;
 static cmb_real_probe_fn probe;

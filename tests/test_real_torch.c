@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "real/cmb_real_plugin.h"
+#include "allocators/cmb_real_plugin.h"
 
 static const cmb_allocator_methods *caching, *expandable;
 

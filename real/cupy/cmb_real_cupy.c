@@ -47,8 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cmb_real_plugin.h"
-#include "../real_options.h"
+#include "../../allocators/cmb_real_plugin.h"
+#include "../../allocators/cmb_real_options.h"
 
 #ifndef CMB_PYTHON_EXECUTABLE
 #define CMB_PYTHON_EXECUTABLE "python3"

@@ -50,8 +50,8 @@
 #include <optional>
 #include <string>
 
-#include "../cmb_real_plugin.h"
-#include "../real_options.h"
+#include "../../allocators/cmb_real_plugin.h"
+#include "../../allocators/cmb_real_options.h"
 
 namespace {
 

@@ -54,8 +54,8 @@
 #include <new>
 #include <string>
 
-#include "../cmb_real_plugin.h"
-#include "../real_options.h"
+#include "../../allocators/cmb_real_plugin.h"
+#include "../../allocators/cmb_real_options.h"
 
 namespace ca = c10::cuda::CUDACachingAllocator;
 

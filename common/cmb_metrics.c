@@ -1,5 +1,5 @@
-/* metrics.c - fragmentation and capacity formulas. */
-#include "metrics.h"
+/* cmb_metrics.c - fragmentation and capacity formulas. */
+#include "cmb_metrics.h"
 
 #include <math.h>
 

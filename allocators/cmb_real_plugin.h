@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../allocators/cmb_allocator.h"
+#include "cmb_allocator.h"
 
 #ifdef __cplusplus
 extern "C" {

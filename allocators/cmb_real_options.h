@@ -1,4 +1,4 @@
-/* real_options.h - option parsing for the real plug-ins.
+/* cmb_real_options.h - option parsing for the real plug-ins.
  *
  * A plug-in links nothing of the suite (docs/plugins.md), so it reads its
  * options itself, through the declarations below and the header-only
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../allocators/cmb_allocator.h"
-#include "../allocators/cmb_option_check.h"
+#include "cmb_allocator.h"
+#include "cmb_option_check.h"
 
 #if defined(__GNUC__)
 #define CMB_REAL_MAYBE_UNUSED __attribute__((unused))

@@ -1,4 +1,4 @@
-/* metrics.h - the metric formulas, exactly as the README defines them.
+/* cmb_metrics.h - the metric formulas, exactly as the README defines them.
  *
  *   fragmentation ratio   = 1 - peak_requested / peak_reserved
  *   external fragmentation = (free_reserved - largest_free) / free_reserved,

@@ -1,4 +1,4 @@
-/* clock.h - the monotonic host clock every latency is read from. */
+/* cmb_clock.h - the monotonic host clock every latency is read from. */
 #ifndef CMB_CLOCK_H
 #define CMB_CLOCK_H
 

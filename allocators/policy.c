@@ -1,12 +1,13 @@
-/* alloc_spec.c - parsing of allocator specifications. */
-#include "alloc_spec.h"
+/* policy.c - one allocator policy: the spec a user writes, its methods, and an
+ * instance opened over its upstream for a place (policy.h). */
+#include "policy.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../allocators/external.h"
-#include "../allocators/options.h"
-#include "../allocators/real.h"
+#include "external.h"
+#include "options.h"
+#include "real.h"
 
 static int add_options(cmb_alloc_spec *s, const char *list, size_t *used, char *err, size_t errlen)
 {
@@ -202,4 +203,101 @@ const char *cmb_alloc_spec_impl(const cmb_alloc_spec *s)
     if (s->real || !s->entry)
         return "real"; /* real:NAME, and a user's own library */
     return cmb_allocator_impl(s->entry);
+}
+
+/* --- the method table -------------------------------------------------------------------------- */
+
+const cmb_allocator_methods *cmb_policy_methods(const cmb_alloc_spec *s, char *err, size_t errlen)
+{
+    const cmb_allocator_methods *m = NULL;
+    if (s->entry)
+        return s->entry->methods;
+    if (cmb_external_load(s->external_path, &m, err, errlen))
+        return NULL;
+    return m;
+}
+
+cmb_upstream_kind cmb_policy_upstream_kind(const cmb_alloc_spec *s, const cmb_allocator_methods *m, int gpu)
+{
+    if (s->has_upstream)
+        return s->upstream;
+    if (!gpu)
+        return CMB_UPSTREAM_SIM;
+    return m && (m->flags & CMB_ALLOC_NEEDS_VMM) ? CMB_UPSTREAM_VMM : CMB_UPSTREAM_CUDA;
+}
+
+/* --- an instance for a place ------------------------------------------------------------------- */
+
+static cmb_status open_upstream(const cmb_policy_place *pl, cmb_upstream **up, char *err, size_t errlen)
+{
+    char why[320] = "";
+    cmb_upstream_config ucfg;
+    cmb_upstream_config_default(&ucfg);
+    ucfg.kind = pl->upstream;
+    ucfg.device = pl->device;
+    ucfg.fault = pl->fault;
+    if (pl->upstream == CMB_UPSTREAM_SIM) {
+        if (pl->capacity)
+            ucfg.sim_capacity = pl->capacity;
+    } else if (pl->capacity) {
+        ucfg.fault.cap_bytes = pl->capacity; /* a smaller GPU: the upstream's cap */
+    }
+    cmb_status st = cmb_upstream_open(&ucfg, up, why, sizeof why);
+    if (st != CMB_OK)
+        snprintf(err, errlen, "%s upstream on device %d: %s", cmb_upstream_kind_name(pl->upstream), pl->device, why);
+    return st;
+}
+
+cmb_status cmb_policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods *m, const cmb_policy_place *place,
+                           cmb_policy *out, char *err, size_t errlen)
+{
+    char why[320] = "";
+    memset(out, 0, sizeof *out);
+    out->m = m;
+    cmb_status st = CMB_OK;
+    if ((m->flags & CMB_ALLOC_USES_UPSTREAM) && (st = open_upstream(place, &out->up, err, errlen)) != CMB_OK)
+        return st;
+    if (out->up && place->upstream_opened)
+        place->upstream_opened(place->ctx, out->up);
+    cmb_config cfg = {
+        .options = s->options,
+        .n_options = s->n_options,
+        .device = place->device,
+        .sim = place->sim,
+        .error = why,
+        .error_len = sizeof why,
+    };
+    st = m->create(&cfg, out->up, &out->state);
+    if (st != CMB_OK) {
+        snprintf(err, errlen, "creating %s on device %d: %s", s->text, place->device, why[0] ? why : cmb_status_str(st));
+        out->state = NULL;
+        goto out_close_upstream;
+    }
+    return CMB_OK;
+
+out_close_upstream:
+    if (out->up)
+        cmb_upstream_close(out->up);
+    out->up = NULL;
+    return st;
+}
+
+void cmb_policy_close(cmb_policy *p, cmb_policy_end *end)
+{
+    cmb_policy_end ignored;
+    end = end ? end : &ignored;
+    memset(end, 0, sizeof *end);
+    end->leaked = -1;
+    if (p->state)
+        end->destroyed = p->m->destroy(p->state);
+    p->state = NULL;
+    if (!p->up)
+        return;
+    end->had_upstream = 1;
+    end->misuse = cmb_upstream_misuse_count(p->up);
+    end->injected_faults = p->up->stats.injected_faults;
+    if (end->misuse)
+        snprintf(end->last_misuse, sizeof end->last_misuse, "%s", cmb_upstream_last_misuse(p->up));
+    end->leaked = cmb_upstream_close(p->up); /* frees what the allocator kept */
+    p->up = NULL;
 }

@@ -1,5 +1,5 @@
 /* cmb_status.c - names of status codes. */
-#include "../allocators/cmb_upstream.h"
+#include "cmb_upstream.h"
 
 const char *cmb_status_str(cmb_status s)
 {
