@@ -20,6 +20,16 @@ extern const cmb_allocator_methods cmb_cupy_methods;
 extern const cmb_allocator_methods cmb_buddy_methods;
 extern const cmb_allocator_methods cmb_cmb_methods;
 
+/* --- invariant walks (each policy's, in its file) ---------------------------------- */
+
+int _cmb_rmm_pool_walk(const void *state, cmb_walk *w);
+int _cmb_binning_walk(const void *state, cmb_walk *w);
+int _cmb_arena_walk(const void *state, cmb_walk *w);
+int _cmb_bfc_walk(const void *state, cmb_walk *w);
+int _cmb_buddy_walk(const void *state, cmb_walk *w);
+int _cmb_cupy_walk(const void *state, cmb_walk *w);
+int _cmb_tc_walk(const void *state, cmb_walk *w);
+
 static const cmb_allocator_entry entries[] = {
     {"cuda", &cmb_cuda_methods, "", NULL, NULL},
     {"cuda-async", &cmb_cuda_async_methods, "pool=default:release_threshold=0", NULL, NULL},
@@ -29,18 +39,18 @@ static const cmb_allocator_entry entries[] = {
     {"cub", &cmb_cub_methods, "", NULL, NULL},
     {"cub-1g", &cmb_cub_methods, "bin_growth=8:min_bin=3:max_bin=10:max_cached_bytes=unlimited",
      "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit", NULL},
-    {"torch-caching", &cmb_torch_caching_methods, "", NULL, "PyTorch CUDACachingAllocator"},
+    {"torch-caching", &cmb_torch_caching_methods, "", NULL, "PyTorch CUDACachingAllocator", _cmb_tc_walk},
     {"torch-expandable", &cmb_torch_expandable_methods, "", NULL,
-     "PyTorch CUDACachingAllocator, expandable_segments:True"},
-    {"rmm-pool", &cmb_rmm_pool_methods, "", NULL, "RMM pool_memory_resource"},
-    {"arena", &cmb_arena_methods, "", NULL, "RMM arena_memory_resource"},
-    {"binning", &cmb_binning_methods, "", NULL, "RMM binning_memory_resource"},
-    {"bfc", &cmb_bfc_methods, "", NULL, "TensorFlow/XLA BFCAllocator"},
+     "PyTorch CUDACachingAllocator, expandable_segments:True", _cmb_tc_walk},
+    {"rmm-pool", &cmb_rmm_pool_methods, "", NULL, "RMM pool_memory_resource", _cmb_rmm_pool_walk},
+    {"arena", &cmb_arena_methods, "", NULL, "RMM arena_memory_resource", _cmb_arena_walk},
+    {"binning", &cmb_binning_methods, "", NULL, "RMM binning_memory_resource", _cmb_binning_walk},
+    {"bfc", &cmb_bfc_methods, "", NULL, "TensorFlow/XLA BFCAllocator", _cmb_bfc_walk},
     {"bfc-prealloc", &cmb_bfc_methods, "allow_growth=false",
      "TensorFlow BFC as TF's GPU default (allow_growth off): one region of the whole memory limit",
-     "TensorFlow/XLA BFCAllocator"},
-    {"cupy", &cmb_cupy_methods, "", NULL, "CuPy MemoryPool"},
-    {"buddy", &cmb_buddy_methods, "", NULL, NULL},
+     "TensorFlow/XLA BFCAllocator", _cmb_bfc_walk},
+    {"cupy", &cmb_cupy_methods, "", NULL, "CuPy MemoryPool", _cmb_cupy_walk},
+    {"buddy", &cmb_buddy_methods, "", NULL, NULL, _cmb_buddy_walk},
     {"cmb", &cmb_cmb_methods, "", NULL, NULL},
 };
 
@@ -81,33 +91,13 @@ const char *cmb_allocator_impl(const cmb_allocator_entry *e)
     return (e->methods->flags & CMB_ALLOC_USES_UPSTREAM) ? "suite" : "real";
 }
 
-/* --- invariant walks ------------------------------------------------------------ */
-
-int _cmb_rmm_pool_walk(const void *state, cmb_walk *w);
-int _cmb_binning_walk(const void *state, cmb_walk *w);
-int _cmb_arena_walk(const void *state, cmb_walk *w);
-int _cmb_bfc_walk(const void *state, cmb_walk *w);
-int _cmb_buddy_walk(const void *state, cmb_walk *w);
-int _cmb_cupy_walk(const void *state, cmb_walk *w);
-int _cmb_tc_walk(const void *state, cmb_walk *w);
-
-static const struct {
-    const cmb_allocator_methods *m;
-    int (*walk)(const void *state, cmb_walk *w);
-} walks[] = {
-    {&cmb_rmm_pool_methods, _cmb_rmm_pool_walk},   {&cmb_binning_methods, _cmb_binning_walk},
-    {&cmb_arena_methods, _cmb_arena_walk},         {&cmb_bfc_methods, _cmb_bfc_walk},
-    {&cmb_buddy_methods, _cmb_buddy_walk},         {&cmb_cupy_methods, _cmb_cupy_walk},
-    {&cmb_torch_caching_methods, _cmb_tc_walk},    {&cmb_torch_expandable_methods, _cmb_tc_walk},
-};
-
 int cmb_allocator_walk(const cmb_allocator_methods *m, const void *state, char *why, size_t whylen)
 {
-    for (size_t i = 0; i < sizeof walks / sizeof walks[0]; i++) {
-        if (walks[i].m != m)
+    for (size_t i = 0; i < cmb_allocator_count(); i++) {
+        if (entries[i].methods != m || !entries[i].walk)
             continue;
         cmb_walk w = {0};
-        if (!walks[i].walk(state, &w)) {
+        if (!entries[i].walk(state, &w)) {
             if (why && whylen)
                 why[0] = '\0';
             return 0;

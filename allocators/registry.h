@@ -9,6 +9,8 @@
 
 #include "cmb_allocator.h"
 
+struct cmb_walk; /* common/cmb_assert.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,6 +27,10 @@ typedef struct cmb_allocator_entry {
      * the policy's bookkeeping, not what the original costs (usually
      * less, not always: docs/real.md), and is labelled so. */
     const char *emulates;
+    /* The policy's consistency walk (block lists cover the segments, free
+     * lists sorted and coalesced, statistics match a recount), run in any
+     * build by cmb_allocator_walk; NULL for allocators without one. */
+    int (*walk)(const void *state, struct cmb_walk *w);
 } cmb_allocator_entry;
 
 size_t cmb_allocator_count(void);
