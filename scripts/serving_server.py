@@ -617,7 +617,8 @@ def main(argv):
         life(torch, a, rep, meter)
         rep["outcome"] = "completed"
     except torch.cuda.OutOfMemoryError as e:
-        rep.update(outcome="oom", error=f"OutOfMemoryError: {str(e).splitlines()[0][:300]}")
+        rep.update(outcome="oom", error=f"OutOfMemoryError: {str(e).splitlines()[0][:300]}",
+                   error_full=str(e))  # PyTorch's figures of the moment: in use, allocated, reserved
     except (RuntimeError, ValueError) as e:
         msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
         oom = "out of memory" in msg.lower() or isinstance(e, ValueError)
