@@ -36,10 +36,12 @@ prints it without PyTorch).
 traces/torch_snapshot_to_trace.py; --allocator SPEC serves the run from
 libcmb_pluggable (python/cumembench_alloc.py) instead of PyTorch's allocator.
 --report PATH writes the run's figures as JSON (what scripts/serving_ceiling.py
-reads: total, non_torch_peak = device used (cudaMemGetInfo) - reserved at its
-highest, graph_pool_private = the bytes the graphs' private pool reserved;
-under --record also the trace's capture markers, capture_marks). The last line printed is the report line; exit status 0 when the whole
-stream was served, 1 when it ran out of memory or failed, 2 on bad usage.
+reads: total; non_torch, non_torch_capture, non_torch_peak = device used
+(cudaMemGetInfo) - reserved after profiling, after capture, at its highest;
+graph_pool_private = the bytes the graphs' private pool reserved; under
+--record also the trace's capture markers, capture_marks). The last line
+printed is the report line; exit status 0 when the whole stream was served,
+1 when it ran out of memory or failed, 2 on bad usage.
 """
 import argparse
 import json
