@@ -15,7 +15,9 @@
 #    torch-expandable and cmb (sim replays of that one trace).
 # 3. OUT_DIR/runs/: the real server at each prediction, +0.005 and +0.01 (and
 #    -0.005, -0.01 when the prediction itself fails) under the native default,
-#    native expandable_segments:True and cmb@vmm through libcmb_pluggable.
+#    native expandable_segments:True and cmb@vmm through libcmb_pluggable (its
+#    decode eager: the library has no graph-pool hooks; the table's graphs
+#    column says so).
 # 4. OUT_DIR/ceiling.md: the table (scripts/serving_ceiling.py table), to
 #    commit as results/<gpu>/serving/ceiling.md.
 # 5. OUT_DIR/scenario/ and OUT_DIR/scenario-vmm/: cumembench --scenario serving
@@ -149,7 +151,9 @@ scenario() {
 
 case " $parts " in *" ceiling "*) ceiling ;; esac
 case " $parts " in *" scenario "*) scenario ;; esac
-tar -C "$out" -czf "$out/serving.tar.gz" --exclude=record/serving.pickle --exclude=serving.tar.gz . ||
-    failed "the archive failed"
+# written outside OUT_DIR, then moved in: tar must not read the directory it is writing into
+tmp_tar=$(mktemp "${TMPDIR:-/tmp}/gpu-serving.XXXXXX") &&
+    tar -C "$out" -czf "$tmp_tar" --exclude=./record/serving.pickle --exclude=./serving.tar.gz . &&
+    mv "$tmp_tar" "$out/serving.tar.gz" || { rm -f "$tmp_tar"; failed "the archive failed"; }
 echo "gpu-serving: outputs in $out ($(($(date +%s) - t0)) s)" >&2
 exit $status

@@ -12,11 +12,23 @@
       shows): each trial rewrites those sizes as the server would size them
       at u and replays the trace in sim mode (cumembench --scenario replay)
       on a device of the memory the program could use (total - the largest
-      non-torch use seen while recording). Bisection from the recorded u
-      (completes) and 1.2 (cannot).
+      non-torch use the recording measured: device used by cudaMemGetInfo -
+      reserved, after profiling, after capture and while serving). The
+      decode graphs' allocations (between the recording's two capture
+      markers) live in a private pool the serving steps never reuse: they
+      become one allocation of the pool's recorded size (graph_pool_private),
+      held to the end. Bisection from the recorded u (completes) and 1.2
+      (cannot).
   table DIR
       Markdown of DIR/predict/*.json and DIR/runs/*.json (the real runs at
-      the prediction, +0.005 and +0.01) on stdout.
+      the prediction, +0.005 and +0.01) on stdout. The ceiling by running is
+      [lo, hi): lo the highest utilization that completed, hi the lowest above
+      it that ran out of memory (a run ending in another error says nothing
+      of memory and bounds nothing; the table shows it); on the 0.001 grid the true ceiling c is one of lo ..
+      hi - 0.001. "prediction within 0.005" (verdict()) is "yes" when the
+      prediction is within 0.005 of every such c (hi - 0.006 <= p <= lo +
+      0.005), "no" when of none (p < lo - 0.005 or p > hi + 0.004), else
+      "undecided" (the runs bracket the ceiling too loosely to tell).
 Exit status 0, 1 when a step could not be made, 2 on bad usage.
 """
 import csv
@@ -54,18 +66,54 @@ def kv_layer_bytes(rec, m):
     return blocks * rec["kv_block_bytes"] // a["layers"]
 
 
+def pin_capture(lines, rec):
+    """The trace with the capture window (between the recording's two marker
+    allocations) replaced by one allocation of the private pool's size, never
+    freed; the markers and every block allocated inside dropped with their
+    frees. Fails when the markers are not there exactly once each."""
+    marks, pool = rec.get("capture_marks"), rec.get("graph_pool_private")
+    if not marks or pool is None:
+        fail("the recording has no capture markers or graph_pool_private (recorded before they existed, "
+             "or without graphs)", 1)
+    at = {}
+    for i, ln in enumerate(lines):
+        f = ln.split()
+        if len(f) == 5 and f[0] == "a" and int(f[2]) in marks:
+            if int(f[2]) in at:
+                fail(f"capture marker of {f[2]} bytes seen twice in the trace", 1)
+            at[int(f[2])] = i
+    if len(at) != 2 or at[marks[0]] > at[marks[1]]:
+        fail(f"capture markers {marks} not found in order in the trace", 1)
+    i0, i1 = at[marks[0]], at[marks[1]]
+    out, dropped = [], set()
+    pool_id = max(int(x.split()[1]) for x in lines if x.startswith("a ")) + 1
+    for i, ln in enumerate(lines):
+        f = ln.split()
+        if i == i0 and pool > 0:
+            out.append(f"a {pool_id} {pool} {f[3]} {f[4]}")
+        if len(f) == 5 and f[0] in "af":
+            if f[0] == "a" and i0 <= i <= i1:
+                dropped.add(f[1])
+                continue
+            if f[0] == "f" and f[1] in dropped:
+                dropped.discard(f[1])
+                continue
+        out.append(ln)
+    return out
+
+
 class Trial:
     def __init__(self, binary, trace, rec, allocator, work):
         self.bin, self.rec, self.allocator, self.work = binary, rec, allocator, work
         with open(trace) as f:
-            self.lines = f.read().split("\n")
+            self.lines = pin_capture(f.read().split("\n"), rec)
         want = str(rec["kv_layer_bytes"])
         self.kv = [i for i, ln in enumerate(self.lines)
                    if ln.startswith("a ") and ln.split()[2] == want]
         if len(self.kv) != rec["args"]["layers"]:
             fail(f"{trace}: {len(self.kv)} allocations of the recorded KV tensor size {want}, expected "
                  f"{rec['args']['layers']} (one per layer)", 1)
-        non_torch = max(rec.get("non_torch", 0), rec.get("non_torch_peak", 0))
+        non_torch = max(rec.get("non_torch", 0), rec.get("non_torch_peak", 0), rec.get("non_torch_capture", 0))
         self.capacity = rec["total"] - non_torch
         self.log = []
 
@@ -150,6 +198,21 @@ def gib(v):
     return f"{v / 2**30:.2f} GiB" if isinstance(v, (int, float)) else "n/a"
 
 
+def verdict_of(pred, lo, hi, tol=0.005):
+    """Is pred within tol of the ceiling by running, [lo, hi) (module doc)?
+    In thousandths, so that no float rounding decides a boundary."""
+    if pred is None or (lo is None and hi is None):
+        return "n/a"
+    p, t = round(pred * GRID), round(tol * GRID)
+    first = round(lo * GRID) if lo is not None else None      # lowest possible ceiling
+    last = round(hi * GRID) - 1 if hi is not None else None   # highest possible ceiling
+    if (first is not None and p < first - t) or (last is not None and p > last + t):
+        return "no"
+    if first is not None and last is not None and last - t <= p <= first + t:
+        return "yes"
+    return "undecided"
+
+
 def table(d):
     rows, env = [], None
     for mode, policy, label in MODES:
@@ -162,12 +225,10 @@ def table(d):
             runs.append(r)
         runs.sort(key=lambda r: r["util"])
         done = [r["util"] for r in runs if r.get("outcome") == "completed"]
-        failed = [r["util"] for r in runs if r.get("outcome") in ("oom", "error")]
+        failed = [r["util"] for r in runs if r.get("outcome") == "oom"]  # an error says nothing of memory
         lo = max(done) if done else None
         hi = min([u for u in failed if lo is None or u > lo], default=None)
-        verdict = "n/a"
-        if pred is not None and lo is not None and hi is not None:
-            verdict = "yes" if lo - 0.005 <= pred + 1e-9 and hi <= pred + 0.005 + 1e-9 else "no"
+        verdict = verdict_of(pred, lo, hi)
         rows.append((label, policy, pred, runs, lo, hi, verdict))
     out = ["# The serving ceiling: predicted from one recording, verified by running", ""]
     if env:

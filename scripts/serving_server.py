@@ -18,7 +18,10 @@ does it:
      non-torch - graph estimate) / block bytes, as the scenario sizes it;
      block 0 takes the padding of graph replays;
   4. torch.cuda.graph capture of the decode step for [1, 2, 4, 8, 16, ...]
-     up to --graph-max, largest first, into one pool;
+     up to --graph-max, largest first, into one private pool (--graphs off,
+     or auto under --allocator: libcmb_pluggable has no graph-pool hooks, and
+     its upstream calls inside a capture invalidate it; the report's
+     "graphs" says what ran);
   5. continuous batching on a virtual clock (--step-ms per step): running
      requests first (a decode token or the next prefill chunk), preempting
      the newest when blocks run out (recompute), then admissions within the
@@ -33,8 +36,12 @@ prints it without PyTorch).
 traces/torch_snapshot_to_trace.py; --allocator SPEC serves the run from
 libcmb_pluggable (python/cumembench_alloc.py) instead of PyTorch's allocator.
 --report PATH writes the run's figures as JSON (what scripts/serving_ceiling.py
-reads). The last line printed is the report line; exit status 0 when the whole
-stream was served, 1 when it ran out of memory or failed, 2 on bad usage.
+reads: total; non_torch, non_torch_capture, non_torch_peak = device used
+(cudaMemGetInfo) - reserved after profiling, after capture, at its highest;
+graph_pool_private = the bytes the graphs' private pool reserved; under
+--record also the trace's capture markers, capture_marks). The last line
+printed is the report line; exit status 0 when the whole stream was served,
+1 when it ran out of memory or failed, 2 on bad usage.
 """
 import argparse
 import json
@@ -45,6 +52,11 @@ import time
 
 MASK = (1 << 64) - 1
 CAPTURE_SIZES = [1, 2, 4] + [8 * i for i in range(1, 33)]  # vLLM's _BATCH_SIZES_TO_CAPTURE (v0.4-0.6)
+# Under --record, one allocation of each size (bytes, uint8, freed at once) just
+# before and just after the capture: the trace's capture window, whose
+# allocations scripts/serving_ceiling.py moves into a held pool. Odd sizes no
+# tensor of the model has.
+CAPTURE_MARKS = (4093, 4091)
 
 
 # --- the request stream: scenarios/serving.c's generator, number for number ------------------
@@ -270,6 +282,14 @@ class Meter:
         free, total = self.t.cuda.mem_get_info()
         return max(0, total - free - self.reserved())
 
+    def private_pools(self):
+        """Bytes reserved in private (graph) pools: PyTorch's segments whose
+        pool id is not the default (0, 0); None under the library."""
+        if self.cmb:
+            return None
+        return sum(s["total_size"] for s in self.t.cuda.memory_snapshot()
+                   if tuple(s.get("segment_pool_id", (0, 0))) != (0, 0))
+
 
 # --- the engine --------------------------------------------------------------------------------------
 
@@ -315,10 +335,21 @@ class Engine:
                         for _ in range(a.layers)]
         return blocks
 
+    def mark(self, size):
+        if self.a.record:
+            self.rep.setdefault("capture_marks", []).append(size)
+            marker = self.t.empty(size, dtype=self.t.uint8, device="cuda")
+            del marker
+
     def capture(self):
         a, t = self.a, self.t
         sizes = [s for s in CAPTURE_SIZES if s <= min(a.graph_max, a.max_seqs)]
         if not sizes:
+            self.rep["graphs"] = "off (no size to capture)"
+            return
+        if a.graphs == "off" or (a.graphs == "auto" and a.allocator):
+            self.rep["graphs"] = ("off: " + ("--graphs off" if a.graphs == "off" else
+                                  "the pluggable allocator has no graph-pool hooks") + ", decode eager")
             return
         top = sizes[-1]
         ids = t.zeros(top, dtype=t.long, device="cuda")
@@ -330,9 +361,10 @@ class Engine:
             self.m.forward(ids[:b], slots[:b], decode=(table[:b], lens[:b]))
         t.cuda.synchronize()
         pool = t.cuda.graph_pool_handle()
-        # a pluggable allocator has no private pools (docs/pluggable.md): its
-        # upstream calls during capture need the relaxed mode
+        # --graphs on under the library: its upstream calls during capture need
+        # the relaxed mode, and may still invalidate the capture
         kw = {"capture_error_mode": "relaxed"} if self.a.allocator else {}
+        self.mark(CAPTURE_MARKS[0])
         try:
             for b in reversed(sizes):
                 g = t.cuda.CUDAGraph()
@@ -340,14 +372,15 @@ class Engine:
                     out = self.m.forward(ids[:b], slots[:b], decode=(table[:b], lens[:b]))
                 self.graphs[b] = (g, out)
             t.cuda.synchronize()
-            self.rep["graphs"] = f"{len(sizes)} sizes captured"
         except RuntimeError as e:
-            if "out of memory" in str(e).lower() or not self.a.allocator:
-                raise
-            # under the library only: serve eagerly and say so in the report
+            # a failed capture leaves the context's error sticky: no eager step
+            # after it could be trusted, so the run ends here and says why
             self.graphs = {}
-            self.rep["graphs"] = f"capture failed, decode eager: {str(e).splitlines()[0][:200]}"
-            t.cuda.synchronize()
+            self.rep["graphs"] = f"capture failed: {str(e).splitlines()[0][:200]}"
+            raise
+        self.mark(CAPTURE_MARKS[1])
+        self.rep["graphs"] = f"{len(sizes)} sizes captured"
+        self.rep["graph_pool_private"] = self.meter.private_pools()
 
     def slots_for(self, req, first, n):
         bs = self.a.block_size
@@ -445,7 +478,7 @@ def serve(eng, reqs):
           "preemptions": 0, "graph_steps": 0, "eager_steps": 0, "kv_blocked_steps": 0, "steps": 0, "done": 0}
     pending = [{"arrival": t0, "prompt": p, "out": o, "gen": 0, "computed": 0, "blocks": [], "last": 0}
                for t0, p, o in reqs]
-    now, nxt, non_torch_peak = 0.0, 0, 0
+    now, nxt, non_torch_peak = 0.0, 0, eng.rep.get("non_torch_capture", 0)
     while st["done"] < len(pending):
         while nxt < len(pending) and pending[nxt]["arrival"] <= now:
             st["waiting"].append(pending[nxt])
@@ -505,6 +538,8 @@ def parse(argv):
     p.add_argument("--max-batched-tokens", type=int, default=2048)
     p.add_argument("--max-seqs", type=int, default=64)
     p.add_argument("--graph-max", type=int, default=64)
+    p.add_argument("--graphs", choices=["auto", "on", "off"], default="auto",
+                   help="decode graphs (auto: off under --allocator, whose library has no graph-pool hooks)")
     p.add_argument("--allocator", default=None, help="serve from libcmb_pluggable with this spec (e.g. cmb@vmm)")
     p.add_argument("--lib", default=None, help="libcmb_pluggable.so (default: cumembench_alloc's search)")
     p.add_argument("--record", default=None, help="write a PyTorch memory snapshot (pickle) here")
@@ -551,6 +586,7 @@ def life(torch, a, rep, meter):
     eng.allocate_kv(a.util)
     rep["phase"] = "capture"
     eng.capture()
+    rep["non_torch_capture"] = meter.non_torch()  # the graphs' executables live outside the allocator
     rep["graph_pool"] = meter.reserved() - rep["weights"] - sum(c.numel() * c.element_size() for c in model.cache)
     rep["phase"] = "serve"
     serve(eng, make_requests(a))
@@ -583,7 +619,8 @@ def main(argv):
         life(torch, a, rep, meter)
         rep["outcome"] = "completed"
     except torch.cuda.OutOfMemoryError as e:
-        rep.update(outcome="oom", error=f"OutOfMemoryError: {str(e).splitlines()[0][:300]}")
+        rep.update(outcome="oom", error=f"OutOfMemoryError: {str(e).splitlines()[0][:300]}",
+                   error_full=str(e))  # PyTorch's figures of the moment: in use, allocated, reserved
     except (RuntimeError, ValueError) as e:
         msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
         oom = "out of memory" in msg.lower() or isinstance(e, ValueError)
