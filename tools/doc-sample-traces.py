@@ -36,10 +36,11 @@ def main():
                            cwd=ROOT, capture_output=True, text=True)
         if p.returncode not in (0, 1):
             sys.exit(f"doc-sample-traces: cumembench exited {p.returncode}: {p.stderr.strip()[-300:]}")
-        values = defaultdict(dict)
+        values, status = defaultdict(dict), {}
         for row in cmb_schema.read_rows(run):
+            trace = os.path.basename(cmb_schema.params(row).get("trace", "")).rsplit(".", 1)[0]
+            status[(row["allocator"], trace)] = row["status"]
             if row["status"] == "ok" and row["metric"] and row["value"] != "":
-                trace = os.path.basename(cmb_schema.params(row).get("trace", "")).rsplit(".", 1)[0]
                 values[(row["allocator"], trace)][row["metric"]] = float(row["value"])
     names = [os.path.basename(t).rsplit(".", 1)[0] for t in traces]
     print("| allocator | " + " | ".join(f"`{n}`" for n in names) + " |")
@@ -51,8 +52,10 @@ def main():
             if "min_capacity_bytes" in v and v.get("peak_requested_bytes"):
                 cells.append(f"{v['min_capacity_bytes'] / 2**30:.2f} GiB / "
                              f"{v['peak_reserved_bytes'] / v['peak_requested_bytes']:.3f}")
+            elif status.get((a, n)) == "oom":
+                cells.append("does not fit 80 GiB")
             else:
-                cells.append("did not run")
+                cells.append(status.get((a, n), "not run"))
         print(f"| `{a}` | " + " | ".join(cells) + " |")
 
 
