@@ -22,6 +22,8 @@
 #                     each (CMB_STEADY_RUNS), CMB_STEADY_STEPS steps (48);
 #                     one RUN.json and one .log per run, e2e.md the table
 #   OUT_DIR/log.txt   everything the runs printed
+# CMB_STEADY_PARTS (default "replay e2e") picks the parts, so a GPU session
+# with a per-command limit can run them in separate calls into one OUT_DIR.
 # Exit status: 0 when everything ran, 1 when a case or run failed, 2 on bad
 # usage, no GPU or no PyTorch (GPU mode).
 set -u
@@ -39,6 +41,8 @@ fi
 cd "$(dirname "$0")/.." || exit 2
 traces=$(ls traces/samples/*.trace | paste -sd, -)
 [ -n "$traces" ] || { echo "$0: no traces/samples/*.trace" >&2; exit 2; }
+parts=${CMB_STEADY_PARTS:-replay e2e}
+case " $parts " in *" replay "* | *" e2e "*) ;; *) echo "$0: CMB_STEADY_PARTS='$parts': expected replay and/or e2e" >&2; exit 2 ;; esac
 runs=${CMB_STEADY_RUNS:-3}
 steps=${CMB_STEADY_STEPS:-48}
 case "$runs$steps" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS and CMB_STEADY_STEPS must be numbers" >&2; exit 2 ;; esac
@@ -48,8 +52,11 @@ if [ $mode = gpu ]; then
     reps=3
     lib="$build/pluggable/libcmb_pluggable.so"
     [ -f "$lib" ] || { echo "$0: $lib is missing: build it (make build)" >&2; exit 2; }
-    python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
-        { echo "$0: no PyTorch with a GPU" >&2; exit 2; }
+    # the replays above need the GPU only; the programs need PyTorch with it
+    case " $parts " in *" e2e "*)
+        python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
+            { echo "$0: no PyTorch with a GPU (the e2e part; CMB_STEADY_PARTS=replay runs without it)" >&2; exit 2; } ;;
+    esac
 else
     allocators="cmb,torch-expandable,torch-caching"
     find_min=true
@@ -71,13 +78,15 @@ bench() { # NAME cumembench-args...
     return 0
 }
 
+case " $parts " in *" replay "*)
 bench replay --scenario replay --param trace="$traces" --param passes=1,100 --param find_min_capacity=$find_min \
     --allocator "$allocators" --repetitions $reps --timeline off
 bench churn --scenario churn --preset quick --allocator "$allocators" --repetitions $reps --timeline off
 python3 scripts/cmb_steady_table.py "$out/replay/results.csv" "$out/churn/results.csv" >"$out/replay.md" || status=1
 cat "$out/replay.md"
+;; esac
 
-if [ $mode = gpu ]; then
+if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; then
     mkdir -p "$out/e2e"
     for r in $(seq 1 "$runs"); do
         for program in transformer gpt convnet; do
