@@ -103,6 +103,7 @@
  * upstream call, a power of two from the upstream's granularity; default the
  * granularity). See docs/cmb.md.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +216,7 @@ typedef struct cmb_cmb_counters {
 } cmb_cmb_counters;
 
 typedef struct cmbx {
+    pthread_mutex_t lock;     /* one per instance: every entry point holds it */
     cmb_upstream *up;
     uint64_t page;
     unsigned shift;           /* log2(page) */
@@ -1111,7 +1113,7 @@ out_oom:
     return st;
 }
 
-static cmb_status cmb_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
+static cmb_status allocate_locked(void *state, size_t size, cmb_stream stream, void **ptr)
 {
     cmbx *a = state;
     if (!size || cmb_size_refuse(size, "cmb", a->err, sizeof a->err))
@@ -1136,7 +1138,7 @@ static cmb_status cmb_allocate(void *state, size_t size, cmb_stream stream, void
     return alloc_slow(a, s, size, ss, ptr);
 }
 
-static cmb_status cmb_deallocate(void *state, void *ptr, size_t size, cmb_stream stream)
+static cmb_status deallocate_locked(void *state, void *ptr, size_t size, cmb_stream stream)
 {
     cmbx *a = state;
     uint64_t v;
@@ -1193,7 +1195,7 @@ static cmb_status cmb_deallocate(void *state, void *ptr, size_t size, cmb_stream
 
 /* --- trim / stats / lifetime ------------------------------------------------------------ */
 
-static cmb_status cmb_trim(void *state)
+static cmb_status trim_locked(void *state)
 {
     cmbx *a = state;
     cmb_status st = release_all(a);
@@ -1212,7 +1214,7 @@ static uint64_t largest_free(const cmbx *a)
     return best;
 }
 
-static cmb_status cmb_stats(void *state, cmb_alloc_stats *out)
+static cmb_status stats_locked(void *state, cmb_alloc_stats *out)
 {
     cmbx *a = state;
     *out = a->st;
@@ -1225,15 +1227,59 @@ static cmb_status cmb_stats(void *state, cmb_alloc_stats *out)
     return CMB_OK;
 }
 
+/* --- the entry points: one lock per instance ---------------------------------------------
+ * Autograd's backward threads allocate and free concurrently; every public
+ * method takes the instance's mutex, so the placement, the fast bins, the
+ * stream records and the upstream (only ever called under it) see one
+ * caller at a time. A fast-bin hit holds it for a few dozen instructions. */
+
+static cmb_status cmb_allocate(void *state, size_t size, cmb_stream stream, void **ptr)
+{
+    cmbx *a = state;
+    pthread_mutex_lock(&a->lock);
+    cmb_status st = allocate_locked(state, size, stream, ptr);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+static cmb_status cmb_deallocate(void *state, void *ptr, size_t size, cmb_stream stream)
+{
+    cmbx *a = state;
+    pthread_mutex_lock(&a->lock);
+    cmb_status st = deallocate_locked(state, ptr, size, stream);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+static cmb_status cmb_trim(void *state)
+{
+    cmbx *a = state;
+    pthread_mutex_lock(&a->lock);
+    cmb_status st = trim_locked(state);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+static cmb_status cmb_stats(void *state, cmb_alloc_stats *out)
+{
+    cmbx *a = state;
+    pthread_mutex_lock(&a->lock);
+    cmb_status st = stats_locked(state, out);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
 /* For tests: the counters beyond cmb_alloc_stats. Returns the struct's
  * size, so a test that declares its own copy can check it still matches. */
 size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out)
 {
     cmbx *a = state;
+    pthread_mutex_lock(&a->lock);
     *out = a->ctr;
     out->hwm_pages = a->hwm_pages;
     out->mapped_pages = a->mapped_pages;
     out->cached_pages = a->cached_pages;
+    pthread_mutex_unlock(&a->lock);
     return sizeof *out;
 }
 
@@ -1271,6 +1317,7 @@ static cmb_status cmb_destroy(void *state)
     free(a->streams);
     cmb_hashmap_free(&a->live);
     cmb_objpool_destroy(&a->pool);
+    pthread_mutex_destroy(&a->lock);
     free(a);
     return first;
 }
@@ -1416,6 +1463,11 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     if (!a)
         return CMB_ERR_HOST_NOMEM;
     if (cmb_hashmap_init(&a->live, 1024)) {
+        free(a);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    if (pthread_mutex_init(&a->lock, NULL)) {
+        cmb_hashmap_free(&a->live);
         free(a);
         return CMB_ERR_HOST_NOMEM;
     }

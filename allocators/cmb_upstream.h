@@ -63,6 +63,26 @@ typedef struct cmb_upstream_stats {
     uint64_t injected_faults; /* of which were injected                      */
 } cmb_upstream_stats;
 
+/* The CUDA driver calls the upstream's operations stand for, by kind, as the
+ * vmm and cuda backends make them (upstream_vmm.c): map is cuMemCreate +
+ * cuMemMap + cuMemSetAccess of one handle; unmap is cuMemUnmap + cuMemRelease
+ * of each handle (each earlier map call) the range covers; alloc and free
+ * are one cudaMalloc / cudaFree (sim and cuda), or on vmm cuMemAddressReserve
+ * + the three map calls and the two unmap calls + cuMemAddressFree. Kept by
+ * the accounting layer for every backend, so sim replay predicts them. */
+typedef struct cmb_upstream_driver_stats {
+    uint64_t malloc_calls;  /* cudaMalloc                                     */
+    uint64_t free_calls;    /* cudaFree                                       */
+    uint64_t va_reserve;    /* cuMemAddressReserve                            */
+    uint64_t va_free;       /* cuMemAddressFree                               */
+    uint64_t mem_create;    /* cuMemCreate                                    */
+    uint64_t mem_map;       /* cuMemMap                                       */
+    uint64_t set_access;    /* cuMemSetAccess                                 */
+    uint64_t mem_unmap;     /* cuMemUnmap                                     */
+    uint64_t mem_release;   /* cuMemRelease                                   */
+    uint64_t total;         /* the sum of the above                           */
+} cmb_upstream_driver_stats;
+
 /* --- the operations ------------------------------------------------------ */
 
 /* Every upstream operation, once. One line per op:
@@ -125,6 +145,8 @@ struct cmb_upstream {
     size_t alignment;            /* alignment of alloc() results            */
     cmb_upstream_stats stats;    /* kept by the accounting layer            */
     void *impl;                  /* private to upstream.c                   */
+    /* appended (the plug-in ABI's fields above keep their offsets) */
+    cmb_upstream_driver_stats driver; /* kept by the accounting layer      */
 };
 
 /* Thin calls through the table, cmb_up_<op>(u, ...): what policies and

@@ -24,6 +24,7 @@ typedef struct reservation {
     uintptr_t va;
     size_t size;
     uint8_t *mapped; /* one bit per granularity page */
+    uint8_t *starts; /* one bit per page that begins a handle (a map call); in mapped's allocation */
     size_t mapped_pages;
 } reservation;
 
@@ -158,6 +159,56 @@ static void held_sub(cmb_upstream *u, size_t size)
     u->stats.free_calls++;
 }
 
+/* --- driver calls by kind (cmb_upstream_driver_stats) ---------------------------- */
+
+static void driver_count(cmb_upstream *u, uint64_t *kind, uint64_t n)
+{
+    *kind += n;
+    u->driver.total += n;
+}
+
+static int is_vmm(const cmb_upstream *u)
+{
+    return impl_of(u)->be == &_cmb_backend_vmm;
+}
+
+/* alloc: cudaMalloc, or on vmm a reservation and one handle mapped */
+static void driver_alloc(cmb_upstream *u)
+{
+    if (!is_vmm(u)) {
+        driver_count(u, &u->driver.malloc_calls, 1);
+        return;
+    }
+    driver_count(u, &u->driver.va_reserve, 1);
+    driver_count(u, &u->driver.mem_create, 1);
+    driver_count(u, &u->driver.mem_map, 1);
+    driver_count(u, &u->driver.set_access, 1);
+}
+
+static void driver_free(cmb_upstream *u)
+{
+    if (!is_vmm(u)) {
+        driver_count(u, &u->driver.free_calls, 1);
+        return;
+    }
+    driver_count(u, &u->driver.mem_unmap, 1);
+    driver_count(u, &u->driver.mem_release, 1);
+    driver_count(u, &u->driver.va_free, 1);
+}
+
+/* the handles (earlier map calls) that begin in pages [first, first + count),
+ * forgotten; at least one, as an unmap covers at least one */
+static uint64_t take_handles(reservation *r, size_t first, size_t count)
+{
+    uint64_t n = 0;
+    for (size_t p = first; p < first + count; p++) {
+        if ((r->starts[p / 8] >> (p % 8)) & 1)
+            n++;
+        r->starts[p / 8] &= (uint8_t)~(1u << (p % 8));
+    }
+    return n ? n : 1;
+}
+
 /* --- plain allocations ---------------------------------------------------------- */
 
 static cmb_status acct_alloc(cmb_upstream *u, size_t size, cmb_stream s, void **ptr)
@@ -184,6 +235,7 @@ static cmb_status acct_alloc(cmb_upstream *u, size_t size, cmb_stream s, void **
     r->size = size;
     cmb_rb_insert(&im->ranges, &r->node, range_cmp);
     held_add(u, size);
+    driver_alloc(u);
     return CMB_OK;
 }
 
@@ -203,6 +255,7 @@ static cmb_status acct_free(cmb_upstream *u, void *ptr, size_t size, cmb_stream 
     cmb_rb_erase(&im->ranges, &r->node);
     free(r);
     held_sub(u, size);
+    driver_free(u);
     return CMB_OK;
 }
 
@@ -237,7 +290,7 @@ static cmb_status acct_va_reserve(cmb_upstream *u, size_t size, void **va)
         im->cap_res = cap;
     }
     size_t pages = size / u->granularity;
-    uint8_t *bits = calloc((pages + 7) / 8, 1);
+    uint8_t *bits = calloc((pages + 7) / 8, 2);
     if (!bits)
         return CMB_ERR_HOST_NOMEM;
     cmb_status st = im->be->va_reserve(im->be_state, size, va);
@@ -245,7 +298,8 @@ static cmb_status acct_va_reserve(cmb_upstream *u, size_t size, void **va)
         free(bits);
         return st;
     }
-    im->res[im->n_res++] = (reservation){(uintptr_t)*va, size, bits, 0};
+    im->res[im->n_res++] = (reservation){(uintptr_t)*va, size, bits, bits + (pages + 7) / 8, 0};
+    driver_count(u, &u->driver.va_reserve, 1);
     return CMB_OK;
 }
 
@@ -307,7 +361,11 @@ static cmb_status acct_map(cmb_upstream *u, void *va, size_t size)
         return st;
     }
     pages_set(r, first, size / u->granularity, 1);
+    r->starts[first / 8] |= (uint8_t)(1u << (first % 8));
     held_add(u, size);
+    driver_count(u, &u->driver.mem_create, 1);
+    driver_count(u, &u->driver.mem_map, 1);
+    driver_count(u, &u->driver.set_access, 1);
     return CMB_OK;
 }
 
@@ -328,6 +386,9 @@ static cmb_status acct_unmap(cmb_upstream *u, void *va, size_t size)
         return st;
     pages_set(r, first, size / u->granularity, 0);
     held_sub(u, size);
+    uint64_t handles = take_handles(r, first, size / u->granularity);
+    driver_count(u, &u->driver.mem_unmap, handles);
+    driver_count(u, &u->driver.mem_release, handles);
     return CMB_OK;
 }
 
@@ -368,6 +429,7 @@ static cmb_status acct_va_release(cmb_upstream *u, void *va, size_t size)
             return st;
         free(r->mapped);
         im->res[i] = im->res[--im->n_res];
+        driver_count(u, &u->driver.va_free, 1);
         return CMB_OK;
     }
     return misuse(u, "va_release of %p, which is not a reservation", va);

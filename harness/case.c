@@ -541,6 +541,8 @@ static void collect_allocator_metrics(cmb_case *c)
         put_counter(c, "upstream_allocs", (double)c->in->up->stats.alloc_calls);
         put_counter(c, "upstream_frees", (double)c->in->up->stats.free_calls);
     }
+    if (c->in->up)
+        put_counter(c, "driver_calls", (double)c->in->up->driver.total);
     if (st.valid & CMB_STAT_OOM_RETRIES)
         put_counter(c, "oom_retries", (double)st.oom_retries);
     /* The allocator's own count of requested bytes must agree with ours. A

@@ -100,6 +100,42 @@ static void vmm_pages(void **state)
     assert_int_equal(cmb_upstream_close(u), 0);
 }
 
+/* Driver calls by kind: a map is one handle (create, map, set access), an
+ * unmap releases each handle it covers, an alloc/free is one cudaMalloc /
+ * cudaFree; a failed request is no call counted. */
+static void driver_calls_by_kind(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(64u << 20, (cmb_fault_spec){0});
+    const size_t g = u->granularity;
+    void *va, *p;
+    assert_int_equal(cmb_up_va_reserve(u, 16 * g, &va), CMB_OK);
+    assert_int_equal(cmb_up_map(u, va, g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, (char *)va + g, 2 * g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, (char *)va + 3 * g, g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, (char *)va + 3 * g, g), CMB_ERR_INVALID); /* misuse: no call */
+    assert_int_equal(u->driver.mem_create, 3);
+    assert_int_equal(u->driver.mem_map, 3);
+    assert_int_equal(u->driver.set_access, 3);
+    /* one range over the first two handles: two unmaps, two releases */
+    assert_int_equal(cmb_up_unmap(u, va, 3 * g), CMB_OK);
+    assert_int_equal(u->driver.mem_unmap, 2);
+    assert_int_equal(u->driver.mem_release, 2);
+    assert_int_equal(cmb_up_unmap(u, (char *)va + 3 * g, g), CMB_OK);
+    assert_int_equal(u->driver.mem_unmap, 3);
+    assert_int_equal(cmb_up_alloc(u, 4096, NULL, &p), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 1ull << 40, NULL, &p) == CMB_OK, 0); /* refused: no call */
+    assert_int_equal(cmb_up_free(u, p, 4096, NULL), CMB_OK);
+    assert_int_equal(cmb_up_va_release(u, va, 16 * g), CMB_OK);
+    assert_int_equal(u->driver.malloc_calls, 1);
+    assert_int_equal(u->driver.free_calls, 1);
+    assert_int_equal(u->driver.va_reserve, 1);
+    assert_int_equal(u->driver.va_free, 1);
+    assert_int_equal(u->driver.total, 3 * 3 + 3 * 2 + 2 + 2);
+    assert_int_equal(cmb_upstream_misuse_count(u), 1);
+    assert_int_equal(cmb_upstream_close(u), 0);
+}
+
 static int count_failures(cmb_upstream *u, int requests)
 {
     int failed = 0;
@@ -224,6 +260,7 @@ int main(void)
         cmocka_unit_test(capacity_is_enforced),
         cmocka_unit_test(misuse_is_refused_and_counted),
         cmocka_unit_test(vmm_pages),
+        cmocka_unit_test(driver_calls_by_kind),
         cmocka_unit_test(fault_nth_and_every),
         cmocka_unit_test(fault_random_is_seeded),
         cmocka_unit_test(fault_capacity_cap),

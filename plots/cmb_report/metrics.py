@@ -61,6 +61,8 @@ KNOWN = [
        "GPU: free device memory at the case's start minus free memory after teardown."),
     _M("upstream_allocs", "upstream allocs", "count", "lower", "Calls that took memory from the upstream."),
     _M("upstream_frees", "upstream frees", "count", "", "Calls that returned memory to the upstream."),
+    _M("driver_calls", "driver calls", "count", "lower",
+       "CUDA driver calls the upstream's operations stand for (a page mapped: create, map, set access)."),
     _M("oom_retries", "OOM retries", "count", "", "Failed upstream requests retried after freeing cached memory."),
     _M("allocs", "allocs", "count", "", "Successful allocate calls made by the scenario."),
     _M("frees", "frees", "count", "", "Successful deallocate calls made by the scenario."),

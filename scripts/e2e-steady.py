@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""e2e-steady.py - one real PyTorch training job, every step timed, natively
+or through libcmb_pluggable.so (run by scripts/gpu-cmb-steady.sh, which runs
+each program natively with PyTorch's default allocator, natively with
+expandable segments, and under cmb@vmm through the library, 3 times each).
+
+  e2e-steady.py run --program P --out RUN.json [--policy SPEC --lib LIB] [--steps N]
+  e2e-steady.py table --work DIR --out SUMMARY.md
+
+Programs (shapes change where real jobs change them; a step of a shape seen
+before is a "repeat" step, the first of a shape a "new-shape" step):
+  transformer  scripts/record_torch_transformer.py's encoder and its 8
+               sequence lengths, cycled (fp32, AdamW);
+  gpt          a GPT-style decoder (8 layers, d_model 1024, 16 heads, vocab
+               32000, causal attention) trained under bf16 autocast with
+               AdamW; batch and length vary: (batch, length) cycled over 6
+               shapes;
+  convnet      ResNet-50 (torchvision) trained with SGD and momentum at 6
+               image sizes, cycled (batch 32); without torchvision, a plain
+               12-layer convnet of the same pattern.
+Each step is timed between torch.cuda.synchronize() calls. RUN.json holds
+the step times with each step's shape and whether it repeats one, the peak
+reserved and requested bytes (the library's counters, or
+torch.cuda.memory_stats()), and the library's upstream counters.
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+
+GPT_SHAPES = [(16, 256), (8, 1024), (32, 128), (4, 2048), (12, 512), (24, 384)]
+IMAGE_SIZES = [160, 224, 128, 288, 192, 256]
+
+
+def gpt_program(torch):
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            t = x.shape[1]
+            mask = torch.triu(torch.ones(t, t, device=x.device, dtype=torch.bool), 1)
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+            return x + self.mlp(self.ln2(x))
+
+    torch.manual_seed(0)
+    d, vocab = 1024, 32000
+    emb, pos = nn.Embedding(vocab, d).cuda(), nn.Embedding(2048, d).cuda()
+    blocks = nn.Sequential(*[Block(d, 16) for _ in range(8)]).cuda()
+    head = nn.Linear(d, vocab).cuda()
+    params = list(emb.parameters()) + list(pos.parameters()) + list(blocks.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4)
+
+    def step(i):
+        b, t = GPT_SHAPES[i % len(GPT_SHAPES)]
+        ids = torch.randint(0, vocab, (b, t + 1), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            x = emb(ids[:, :-1]) + pos(torch.arange(t, device="cuda"))
+            logits = head(blocks(x))
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return f"b{b}xt{t}"
+    return step
+
+
+def transformer_program(torch):
+    import record_torch_transformer as rt
+    model, head, opt = rt.build()
+
+    def step(i):
+        seq = rt.SEQUENCE_LENGTHS[i % len(rt.SEQUENCE_LENGTHS)]
+        rt.train_step(model, head, opt, seq)
+        return f"seq{seq}"
+    return step
+
+
+def convnet_program(torch):
+    nn = torch.nn
+    torch.manual_seed(0)
+    try:
+        import torchvision
+        model, name = torchvision.models.resnet50(num_classes=1000).cuda(), "resnet50"
+    except ImportError:
+        layers, c = [], 3
+        for i, w in enumerate([64, 64, 128, 128, 256, 256, 256, 512, 512, 512, 512, 512]):
+            layers += [nn.Conv2d(c, w, 3, stride=2 if i in (2, 4, 7, 10) else 1, padding=1), nn.BatchNorm2d(w),
+                       nn.ReLU()]
+            c = w
+        model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 1000)).cuda()
+        name = "plain-convnet"
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(i):
+        s = IMAGE_SIZES[i % len(IMAGE_SIZES)]
+        x = torch.randn(32, 3, s, s, device="cuda")
+        y = torch.randint(0, 1000, (32,), device="cuda")
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return f"img{s}"
+    step.model_name = name
+    return step
+
+
+PROGRAMS = {"transformer": transformer_program, "gpt": gpt_program, "convnet": convnet_program}
+
+
+def run(args):
+    cmb = None
+    if args.policy:
+        import cumembench_alloc as cmb
+        cmb.install_torch(args.policy, path=args.lib, oom="raise")  # before any CUDA allocation
+    import torch
+    res = {"program": args.program, "mode": "library" if args.policy else "native", "policy": args.policy,
+           "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "torch": torch.__version__,
+           "device": torch.cuda.get_device_name(), "cuda_runtime": torch.version.cuda, "error": None,
+           "steps": []}
+    try:
+        step = PROGRAMS[args.program](torch)
+        res["model"] = getattr(step, "model_name", args.program)
+        seen = set()
+        for i in range(args.steps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            shape = step(i)
+            torch.cuda.synchronize()
+            res["steps"].append({"i": i, "shape": shape, "repeat": shape in seen,
+                                 "ms": (time.perf_counter() - t0) * 1e3})
+            seen.add(shape)
+    except RuntimeError as e:  # OutOfMemoryError is one
+        res["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    if cmb:
+        s = cmb.stats()
+        res["stats"] = s
+        res.update(reserved_peak=s["reserved_peak"], requested_peak=s["requested_peak"])
+    else:
+        m = torch.cuda.memory_stats()
+        res["stats"] = {k: m.get(k) for k in ("reserved_bytes.all.peak", "requested_bytes.all.peak",
+                                              "num_device_alloc", "num_device_free", "num_alloc_retries")}
+        res.update(reserved_peak=m.get("reserved_bytes.all.peak"), requested_peak=m.get("requested_bytes.all.peak"))
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps({"event": "done", "program": args.program, "steps": len(res["steps"]),
+                      "error": res["error"]}), flush=True)
+    return 0 if res["error"] is None else 1
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def table(args):
+    """Per program and mode: median step time over every run's steps after
+    the first cycle of shapes (warm-up), of repeat steps and of new-shape
+    steps, peak reserved; cmb's ratio to native expandable segments."""
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(args.work, "*.json"))):
+        r = json.load(open(path))
+        key = (r["program"], os.path.basename(path).rsplit("-", 1)[0].split("-", 1)[1])
+        runs.setdefault(key, []).append(r)
+    lines = ["| program | mode | runs | failed | median step ms (steady) | repeat-shape ms | new-shape ms (after warm-up) "
+             "| peak reserved B | vs native expandable (steady) |", "|---|---|---|---|---|---|---|---|---|"]
+    base = {}
+    rows = []
+    for (prog, mode), rs in sorted(runs.items()):
+        warm = 12
+        steady = [s["ms"] for r in rs for s in r["steps"][warm:]]
+        rep = [s["ms"] for r in rs for s in r["steps"][warm:] if s["repeat"]]
+        new = [s["ms"] for r in rs for s in r["steps"] if not s["repeat"] and s["i"] >= 1]
+        failed = sum(1 for r in rs if r["error"])
+        peak = max((r.get("reserved_peak") or 0) for r in rs)
+        if mode == "native-expandable":
+            base[prog] = med(steady)
+        rows.append((prog, mode, len(rs), failed, med(steady), med(rep), med(new), peak))
+    for prog, mode, n, failed, st, rep, new, peak in rows:
+        ratio = f"{st / base[prog]:.3f}" if st and base.get(prog) else "—"
+        f = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
+        lines.append(f"| {prog} | {mode} | {n} | {failed} | {f(st)} | {f(rep)} | {f(new)} | {peak} | {ratio} |")
+    open(args.out, "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--program", choices=sorted(PROGRAMS), required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--policy")
+    r.add_argument("--lib")
+    r.add_argument("--steps", type=int, default=48)
+    t = sub.add_parser("table")
+    t.add_argument("--work", required=True)
+    t.add_argument("--out", required=True)
+    a = ap.parse_args()
+    if a.cmd == "run" and a.steps < 13:
+        ap.error("--steps must be at least 13 (12 warm-up steps, then steady ones)")
+    return run(a) if a.cmd == "run" else table(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+#!/bin/sh
+# gpu-cmb-steady.sh - cmb at steady state (docs/cmb.md): every sample trace
+# replayed once and 100 times, beside PyTorch's expandable segments and
+# caching allocator, then (on a GPU) three real training programs natively
+# and through libcmb_pluggable.so. Builds nothing.
+#
+#   scripts/gpu-cmb-steady.sh BUILD_DIR OUT_DIR [--sim]
+#
+#   OUT_DIR/replay/   cumembench's run: replay of traces/samples/*.trace at
+#                     passes=1 and passes=100 (sim: also each trace's smallest
+#                     device, find_min_capacity), under cmb, torch-expandable
+#                     and torch-caching (on a GPU: cmb@vmm, torch-expandable@vmm,
+#                     torch-caching; 3 repetitions)
+#   OUT_DIR/churn/    churn's quick preset (the checkerboard's capacity_ratio)
+#   OUT_DIR/replay.md the table: reserved/requested, smallest device, upstream
+#                     calls, driver calls (the driver_calls metric), and the
+#                     calls per pass after the first ((passes=100 - passes=1) / 99)
+#   OUT_DIR/e2e/      GPU only: scripts/e2e-steady.py for transformer, gpt and
+#                     convnet, each natively (PyTorch's default allocator),
+#                     natively with expandable_segments:True, and under cmb@vmm
+#                     through BUILD_DIR/pluggable/libcmb_pluggable.so, 3 runs
+#                     each (CMB_STEADY_RUNS), CMB_STEADY_STEPS steps (48);
+#                     one RUN.json and one .log per run, e2e.md the table
+#   OUT_DIR/log.txt   everything the runs printed
+# CMB_STEADY_PARTS (default "replay e2e") picks the parts, so a GPU session
+# with a per-command limit can run them in separate calls into one OUT_DIR.
+# Exit status: 0 when everything ran, 1 when a case or run failed, 2 on bad
+# usage, no GPU or no PyTorch (GPU mode).
+set -u
+
+. "$(dirname "$0")/lib.sh"
+cmb_dirs "[--sim]" "$@"
+shift 2
+mode=gpu
+if [ "${1:-}" = --sim ]; then
+    mode=sim
+elif [ $# -gt 0 ]; then
+    echo "$0: unknown option $1 (expected --sim)" >&2
+    exit 2
+fi
+cd "$(dirname "$0")/.." || exit 2
+traces=$(ls traces/samples/*.trace | paste -sd, -)
+[ -n "$traces" ] || { echo "$0: no traces/samples/*.trace" >&2; exit 2; }
+parts=${CMB_STEADY_PARTS:-replay e2e}
+case " $parts " in *" replay "* | *" e2e "*) ;; *) echo "$0: CMB_STEADY_PARTS='$parts': expected replay and/or e2e" >&2; exit 2 ;; esac
+runs=${CMB_STEADY_RUNS:-3}
+steps=${CMB_STEADY_STEPS:-48}
+case "$runs$steps" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS and CMB_STEADY_STEPS must be numbers" >&2; exit 2 ;; esac
+if [ $mode = gpu ]; then
+    allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
+    find_min=false
+    reps=3
+    lib="$build/pluggable/libcmb_pluggable.so"
+    [ -f "$lib" ] || { echo "$0: $lib is missing: build it (make build)" >&2; exit 2; }
+    # the replays above need the GPU only; the programs need PyTorch with it
+    case " $parts " in *" e2e "*)
+        python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
+            { echo "$0: no PyTorch with a GPU (the e2e part; CMB_STEADY_PARTS=replay runs without it)" >&2; exit 2; } ;;
+    esac
+else
+    allocators="cmb,torch-expandable,torch-caching"
+    find_min=true
+    reps=1
+fi
+log="$out/log.txt"
+: >"$log"
+status=0
+
+bench() { # NAME cumembench-args...
+    name=$1
+    shift
+    echo "== $name ($mode): $*" | tee -a "$log" >&2
+    rm -rf "${out:?}/$name"
+    "$bin" --mode $mode --out "$out/$name" "$@" >>"$log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && { tail -5 "$log" >&2; exit 2; }
+    [ $rc -ne 0 ] && status=1
+    return 0
+}
+
+case " $parts " in *" replay "*)
+bench replay --scenario replay --param trace="$traces" --param passes=1,100 --param find_min_capacity=$find_min \
+    --allocator "$allocators" --repetitions $reps --timeline off
+bench churn --scenario churn --preset quick --allocator "$allocators" --repetitions $reps --timeline off
+python3 scripts/cmb_steady_table.py "$out/replay/results.csv" "$out/churn/results.csv" >"$out/replay.md" || status=1
+cat "$out/replay.md"
+;; esac
+
+if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; then
+    mkdir -p "$out/e2e"
+    for r in $(seq 1 "$runs"); do
+        for program in transformer gpt convnet; do
+            for m in native-default native-expandable cmb; do
+                base="$out/e2e/$program-$m-$r"
+                echo "== e2e $program $m run $r" | tee -a "$log" >&2
+                case $m in
+                native-default) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run \
+                    --program $program --steps "$steps" --out "$base.json" >"$base.log" 2>&1 ;;
+                native-expandable) env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 scripts/e2e-steady.py \
+                    run --program $program --steps "$steps" --out "$base.json" >"$base.log" 2>&1 ;;
+                cmb) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run --program $program \
+                    --steps "$steps" --policy cmb@vmm --lib "$lib" --out "$base.json" >"$base.log" 2>&1 ;;
+                esac
+                rc=$?
+                echo "   exit $rc" | tee -a "$log" >&2
+                [ $rc -ne 0 ] && status=1
+            done
+        done
+    done
+    python3 scripts/e2e-steady.py table --work "$out/e2e" --out "$out/e2e.md" || status=1
+fi
+exit $status
