@@ -2,7 +2,7 @@
 one (`emulation`), or one of the suite's own policies (`suite`). Results
 written since the `impl` column exists say so in every row; for older
 results this reads the same fact from allocators/registry.c, the table the
-binary itself was built from: an entry whose last field (`emulates`) names
+binary itself was built from: an entry whose fifth field (`emulates`) names
 a library is an emulation.
 
 Why it matters: an emulation reproduces which memory the original holds,
@@ -42,7 +42,7 @@ def _entries(text):
         elif punct == "}":
             depth -= 1
             if fields:
-                out.append((fields[0], fields[-1] if len(fields) >= 5 else None))
+                out.append((fields[0], fields[4] if len(fields) >= 5 else None))  # then the walk
         elif punct == ",":
             last_string = False
         elif s is not None:
