@@ -228,8 +228,11 @@ static const cmb_cost_curve *real_pair(const cmb_costs *c, const char *allocator
 
 static void price_ops(const cmb_costs *c, const cmb_cost_input *in, cmb_cost_parts *o)
 {
-    const char *name = NULL;
-    const cmb_cost_curve *pair = real_pair(c, in->allocator, &name);
+    const char *name = NULL, *ops_env = getenv(CMB_COSTS_OPS_ENV);
+    /* bookkeeping: the policy's own code runs (through libcmb_pluggable),
+     * not the library it emulates */
+    int own_code = ops_env && !strcmp(ops_env, "bookkeeping");
+    const cmb_cost_curve *pair = own_code ? NULL : real_pair(c, in->allocator, &name);
     double ops = (double)(in->allocs + in->frees);
     double mean = in->mean_request > 0 ? in->mean_request : 1;
     if (pair) {

@@ -13,6 +13,7 @@
 
 #define CMB_COSTS_ENV "CMB_COSTS"        /* a cost file to use               */
 #define CMB_COSTS_GPU_ENV "CMB_GPU_MODEL" /* the GPU whose cost file to find  */
+#define CMB_COSTS_OPS_ENV "CMB_COSTS_OPS"  /* "bookkeeping": price an emulation as its own code */
 #define CMB_COST_POINTS 16
 #define CMB_COST_REALS 8
 

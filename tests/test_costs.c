@@ -71,6 +71,10 @@ static void emulation_priced_as_original(void **state)
     cmb_cost_parts p;
     cmb_costs_predict(&costs, &in, &p);
     assert_near(p.ops_s, 100 * 4e-6, 1e-12); /* 100 pairs, not 5 s of bookkeeping */
+    setenv("CMB_COSTS_OPS", "bookkeeping", 1); /* the policy's own code, as through libcmb_pluggable */
+    cmb_costs_predict(&costs, &in, &p);
+    assert_near(p.ops_s, 5.0, 1e-12);
+    unsetenv("CMB_COSTS_OPS");
     in.allocator = "cupy"; /* its original was not calibrated: its bookkeeping */
     cmb_costs_predict(&costs, &in, &p);
     assert_near(p.ops_s, 5.0, 1e-12);
