@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "../common/cmb_units.h"
+#include "costs.h"
+#include "rank.h"
 #include "results.h"
 
 #define ANS_MAX_REPS 64
@@ -124,6 +126,7 @@ typedef struct ans_case {
     uint64_t value_reps, failed_reps, oom_reps;
     double oom_lo, oom_hi;            /* allocations that did not fit, over the repetitions */
     double time[ANS_MAX_REPS], mem[ANS_MAX_REPS], req[ANS_MAX_REPS];
+    double min_cap[ANS_MAX_REPS], pred[ANS_MAX_REPS], failed_allocs[ANS_MAX_REPS]; /* rank.h's measures */
 } ans_case;
 
 typedef struct ans_run {
@@ -185,7 +188,7 @@ static ans_case *new_case(ans_run *run, const char *const *f, int nf)
     if (!c->key || !c->scenario || !c->params)
         return NULL;
     for (int i = 0; i < ANS_MAX_REPS; i++)
-        c->time[i] = c->mem[i] = c->req[i] = NAN;
+        c->time[i] = c->mem[i] = c->req[i] = c->min_cap[i] = c->pred[i] = c->failed_allocs[i] = NAN;
     c->oom_lo = INFINITY;
     memory_counters(c);
     run->n++;
@@ -215,6 +218,12 @@ static void add_value(ans_case *c, int rep, const char *metric, double v)
         c->mem[rep] = v;
     if (c->req_name && !strcmp(metric, c->req_name))
         c->req[rep] = v;
+    if (!strcmp(metric, "min_capacity_bytes"))
+        c->min_cap[rep] = v;
+    if (!strcmp(metric, "predicted_alloc_time_s"))
+        c->pred[rep] = v;
+    if (!strcmp(metric, "failed_allocs"))
+        c->failed_allocs[rep] = v;
 }
 
 static void add_row(ans_run *run, const char *const *f, int nf, ans_case *c)
@@ -556,6 +565,96 @@ static void reasons(const ans_run *run, const size_t *idx, size_t n, const char 
     free(done);
 }
 
+/* --- smallest GPU, time, recommendation (harness/rank.c) ------------------------------------------------ */
+
+/* One entry per allocator over the scenario's parameter sets: it fits when
+ * every case of it ran with no failed allocation; its smallest GPU is the
+ * largest over the sets, its time and memory the sums. */
+static size_t rank_entries(const ans_run *run, const size_t *idx, size_t n, int gpu, cmb_rank_entry *e)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ans_case *c = &run->c[idx[i]];
+        size_t j = 0;
+        while (j < k && strcmp(e[j].label, c->label))
+            j++;
+        if (j == k)
+            e[k++] = (cmb_rank_entry){c->label, 1, 0, 0, 0};
+        double fa = median(c->failed_allocs), cap = median(c->min_cap), m = median(c->mem);
+        double t = gpu ? (strcmp(c->impl[0] ? c->impl : "real", "real") ? NAN : median(c->time)) : median(c->pred);
+        e[j].fits &= !strcmp(case_status(c), "ok") && !(fa > 0);
+        e[j].min_capacity = isnan(cap) || isnan(e[j].min_capacity) ? NAN : fmax(e[j].min_capacity, cap);
+        e[j].memory += c->mem_higher ? -m : m; /* lower is better */
+        e[j].time_s += t;
+    }
+    return k;
+}
+
+static void format_bytes(double b, char *out, size_t len)
+{
+    snprintf(out, len, b >= 1024.0 * 1024 * 1024 ? "%.2f GiB" : "%.1f MiB",
+             b >= 1024.0 * 1024 * 1024 ? b / (1024.0 * 1024 * 1024) : b / (1024.0 * 1024));
+}
+
+/* "cmb 2.15 GiB 1.2 ms, rmm-pool 2.38 GiB 0.8 ms, ...": each allocator's smallest GPU and time. */
+static void decide_list(const cmb_rank_entry *e, size_t k, const cmb_rank_result *r, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < k && used < len; i++) {
+        char cap[32] = "", t[32] = "";
+        if (!isnan(e[i].min_capacity))
+            format_bytes(e[i].min_capacity, cap, sizeof cap);
+        if (!isnan(e[i].time_s))
+            format_seconds(e[i].time_s, t, sizeof t);
+        used += (size_t)snprintf(out + used, len - used, "%s%s%s%s%s%s%s%s", used ? ", " : "", e[i].label,
+                                 cap[0] ? " " : "", cap, t[0] ? " " : "", t,
+                                 i < 64 && r->far[i] ? " (far above the rest)" : "",
+                                 e[i].fits ? "" : " (did not fit)");
+    }
+}
+
+static void cost_label(int gpu, char *out, size_t len)
+{
+    char path[1024];
+    const char *given = getenv(CMB_COSTS_ENV);
+    if (gpu)
+        snprintf(out, len, "measured allocator time");
+    else if (given && *given)
+        snprintf(out, len, "predicted from %s", given);
+    else if (!cmb_costs_default_path(getenv(CMB_COSTS_GPU_ENV), path, sizeof path))
+        snprintf(out, len, "predicted from %s", path);
+    else
+        snprintf(out, len, "no cost file: time not predicted (cumembench calibrate on a GPU; docs/costs.md)");
+}
+
+static void decide_lines(const ans_run *run, const size_t *idx, size_t n, FILE *out)
+{
+    const char *name = run->c[idx[0]].scenario;
+    if (!strcmp(name, "fastpath") || !strcmp(name, "multi-gpu"))
+        return; /* time only; a rank's own finding: their own lines */
+    int gpu = !strcmp(run->mode, "gpu");
+    cmb_rank_entry *e = calloc(n, sizeof *e);
+    char *line = malloc(4096), label[1200];
+    if (!e || !line)
+        goto out_free;
+    size_t k = rank_entries(run, idx, n, gpu, e);
+    cmb_rank_result r;
+    cmb_rank_recommend(e, k, CMB_RANK_BUDGET, &r);
+    cost_label(gpu, label, sizeof label);
+    decide_list(e, k, &r, line, 4096);
+    fprintf(out, "  %-14s smallest GPU, time  %s [%s]\n", "", line, label);
+    if (r.recommended >= 0)
+        fprintf(out, "  %-14s recommended      %s (%s%s)\n", "", e[r.recommended].label,
+                r.by_capacity ? "smallest GPU" : "least memory",
+                r.timed ? ", time within 5% of the fastest" : "; time unknown, cuda per request excluded");
+    else
+        fprintf(out, "  %-14s recommended      none: no allocator fit within the time budget\n", "");
+out_free:
+    free(e);
+    free(line);
+}
+
 static void scenario_answer(const ans_run *run, const size_t *idx, size_t n, FILE *out)
 {
     char line[2048];
@@ -574,6 +673,7 @@ static void scenario_answer(const ans_run *run, const size_t *idx, size_t n, FIL
         time_line(run, idx, n, line, sizeof line);
         fprintf(out, "  %-14s best for time    %s\n", "", line);
     }
+    decide_lines(run, idx, n, out);
     if (!status_list(run, idx, n, "oom", line, sizeof line))
         snprintf(line, sizeof line, "everything that ran fit");
     fprintf(out, "  %-14s did not fit      %s\n", "", line);
@@ -646,7 +746,8 @@ int cmb_answer_table(const char *dir, int resumed, FILE *out)
         if (resumed) /* the session's counts above miss the cases run before --resume */
             print_totals(&run, dir, out);
         fprintf(out, "cumembench: answers%s\n", strcmp(run.mode, "gpu") ? " (sim: memory only; time is not ranked, "
-                                                                          "sim times are host bookkeeping)" : "");
+                                                                          "sim times are host bookkeeping; 'recommended' "
+                                                                          "weighs predicted allocator time: docs/costs.md)" : "");
         for (size_t i = 0; i < run.n; i++)
             if (first_of_scenario(&run, i))
                 scenario_answer(&run, idx, scenario_cases(&run, i, idx), out);

@@ -22,6 +22,7 @@
 #include "../common/cmb_units.h"
 #include "../allocators/upstream.h"
 #include "../common/cmb_clock.h"
+#include "costs.h"
 #include "holder.h"
 #include "instance.h"
 #include "metered.h"
@@ -573,6 +574,7 @@ static void collect_op_metrics(cmb_case *c, double seconds)
     put_counter(c, "free_p99_ns", cmb_latency_quantile(&mt->free_ns, 0.99));
     if (seconds > 0 && mt->allocs + mt->frees)
         put_counter(c, "ops_per_s", (double)(mt->allocs + mt->frees) / seconds);
+    cmb_costs_put(c, mt, c->spec->alloc.name); /* predicted allocator time: docs/costs.md */
 }
 
 static void probe_capacity(cmb_case *c)

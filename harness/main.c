@@ -1,10 +1,12 @@
 /* main.c - the cumembench command. */
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
 #include "../scenarios/multi_gpu.h"
 #include "build_info.h"
+#include "calibrate.h"
 #include "cli.h"
 #include "devcheck.h"
 #include "env.h"
@@ -18,6 +20,8 @@ int main(int argc, char **argv)
 {
     cmb_cli cli;
     char err[512];
+    if (argc > 1 && !strcmp(argv[1], "calibrate")) /* a command of its own: docs/costs.md */
+        return cmb_calibrate_main(argc, argv);
     cmb_resume_remember_args(argc, argv);
     if (cmb_cli_parse(argc, argv, &cli, err, sizeof err)) {
         fprintf(stderr, "cumembench: %s (see cumembench --help)\n", err);

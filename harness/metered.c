@@ -1,11 +1,83 @@
 /* metered.c - timing and bookkeeping around the allocator under test. */
 #include "metered.h"
 
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../allocators/cmb_stats_check.h"
 #include "../common/cmb_clock.h"
 #include "../scenarios/scenario.h"
+
+/* --- counting upstream calls ------------------------------------------------------------------- */
+
+static const char *const up_kind_names[CMB_UPK_COUNT] = {
+    "alloc", "free", "map", "unmap", "va_reserve", "va_release", "event_record", "event_query", "stream_sync"};
+
+const char *cmb_up_kind_name(cmb_up_kind k)
+{
+    return k < CMB_UPK_COUNT ? up_kind_names[k] : "?";
+}
+
+/* The counting table is the first member of cmb_up_counts: u->ops leads
+ * back to the counts. */
+static cmb_up_counts *counts_of(cmb_upstream *u)
+{
+    return (cmb_up_counts *)(void *)((char *)u->ops - offsetof(cmb_up_counts, ops));
+}
+
+static void count(cmb_upstream *u, cmb_up_kind k, size_t size)
+{
+    cmb_up_counts *n = counts_of(u);
+    int b = 0;
+    while (b + 1 < CMB_UP_BUCKETS && size >> (b + 1))
+        b++;
+    __atomic_fetch_add(&n->calls[k][b], 1, __ATOMIC_RELAXED); /* scenarios with threads */
+    __atomic_fetch_add(&n->bytes[k][b], size, __ATOMIC_RELAXED);
+}
+
+#define COUNTED(op, kind, size, params, args)                          \
+    static cmb_status count_##op params                                \
+    {                                                                  \
+        cmb_status st = counts_of(u)->orig->op args;                   \
+        if (st == CMB_OK)                                              \
+            count(u, kind, size);                                      \
+        return st;                                                     \
+    }
+COUNTED(alloc, CMB_UPK_ALLOC, size, (cmb_upstream * u, size_t size, cmb_stream s, void **p), (u, size, s, p))
+COUNTED(free, CMB_UPK_FREE, size, (cmb_upstream * u, void *p, size_t size, cmb_stream s), (u, p, size, s))
+COUNTED(va_reserve, CMB_UPK_VA_RESERVE, size, (cmb_upstream * u, size_t size, void **va), (u, size, va))
+COUNTED(va_release, CMB_UPK_VA_RELEASE, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
+COUNTED(map, CMB_UPK_MAP, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
+COUNTED(unmap, CMB_UPK_UNMAP, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
+COUNTED(event_record, CMB_UPK_EVENT_RECORD, 1, (cmb_upstream * u, cmb_stream s, cmb_event * ev), (u, s, ev))
+COUNTED(event_rerecord, CMB_UPK_EVENT_RECORD, 1, (cmb_upstream * u, cmb_stream s, cmb_event ev), (u, s, ev))
+COUNTED(event_query, CMB_UPK_EVENT_QUERY, 1, (cmb_upstream * u, cmb_event ev), (u, ev))
+COUNTED(stream_sync, CMB_UPK_STREAM_SYNC, 1, (cmb_upstream * u, cmb_stream s), (u, s))
+#undef COUNTED
+
+static void attach_counts(cmb_metered *mt)
+{
+    if (!mt->up)
+        return; /* nothing predicted beyond the allocator's own work */
+    cmb_up_counts *n = &mt->up_count_store;
+    n->orig = mt->up->ops;
+    n->ops = *n->orig;
+    n->ops.alloc = count_alloc;
+    n->ops.free = count_free;
+    n->ops.va_reserve = count_va_reserve;
+    n->ops.va_release = count_va_release;
+    n->ops.map = count_map;
+    n->ops.unmap = count_unmap;
+    n->ops.event_record = n->orig->event_record ? count_event_record : NULL;
+    n->ops.event_rerecord = n->orig->event_rerecord ? count_event_rerecord : NULL;
+    n->ops.event_query = n->orig->event_query ? count_event_query : NULL;
+    n->ops.stream_sync = n->orig->stream_sync ? count_stream_sync : NULL;
+    mt->up->ops = &n->ops;
+    mt->up_counts = n;
+}
+
+/* --- the meters ------------------------------------------------------------------------------------ */
 
 cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, void *state,
                             cmb_upstream *up, size_t latency_cap, uint64_t seed)
@@ -21,6 +93,7 @@ cmb_status cmb_metered_init(cmb_metered *mt, const cmb_allocator_methods *m, voi
         goto out_free_map;
     if (cmb_latency_init(&mt->free_ns, latency_cap, seed + 1))
         goto out_free_alloc_lat;
+    attach_counts(mt);
     return CMB_OK;
 
 out_free_alloc_lat:

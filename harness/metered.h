@@ -17,6 +17,29 @@
 
 struct cmb_metered;
 
+/* --- upstream calls by kind and size ----------------------------------------------------------- *
+ * What the policy asks of its upstream while metered, counted by
+ * interposing on the upstream's ops table (cmb_upstream.h): the facts a
+ * cost file turns into predicted time (harness/costs.c). Sizes fall in
+ * power-of-two buckets (bucket b holds sizes in [2^b, 2^(b+1))); bytes
+ * per bucket give the mean size there. Calls the policy made before the
+ * meters were attached (create's initial pool) are not counted. */
+typedef enum cmb_up_kind {
+    CMB_UPK_ALLOC, CMB_UPK_FREE, CMB_UPK_MAP, CMB_UPK_UNMAP, CMB_UPK_VA_RESERVE, CMB_UPK_VA_RELEASE,
+    CMB_UPK_EVENT_RECORD, CMB_UPK_EVENT_QUERY, CMB_UPK_STREAM_SYNC, CMB_UPK_COUNT
+} cmb_up_kind;
+
+#define CMB_UP_BUCKETS 48
+
+typedef struct cmb_up_counts {
+    const cmb_upstream_ops *orig; /* the table interposed on; NULL when not */
+    cmb_upstream_ops ops;         /* the counting table                     */
+    uint64_t calls[CMB_UPK_COUNT][CMB_UP_BUCKETS];
+    uint64_t bytes[CMB_UPK_COUNT][CMB_UP_BUCKETS];
+} cmb_up_counts;
+
+const char *cmb_up_kind_name(cmb_up_kind k);
+
 typedef enum cmb_op_kind { CMB_OP_ALLOC = 0, CMB_OP_FREE = 1, CMB_OP_ALLOC_FAILED = 2 } cmb_op_kind;
 
 typedef void (*cmb_observer_fn)(void *ctx, cmb_op_kind kind, void *ptr, size_t size, cmb_stream s,
@@ -56,6 +79,12 @@ typedef struct cmb_metered {
      * and keeps the first reason; harness/verify.c fails the case. */
     uint64_t impossible_stats;
     char impossible_why[160];
+
+    /* The upstream's ops point into up_count_store while the instance
+     * lives: the instance closes its upstream before it frees the meters,
+     * so the store outlives every call through it and nothing is restored. */
+    cmb_up_counts *up_counts; /* &up_count_store, or NULL without an upstream */
+    cmb_up_counts up_count_store;
 
     cmb_observer_fn observers[4];
     void *observer_ctx[4];

@@ -350,7 +350,71 @@ static cmb_status fitting_bound(cmb_case *c, fit_probe *p, uint64_t *lo, uint64_
     }
 }
 
-static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, uint64_t hi, uint64_t *best)
+/* Fit need not be monotone in the capacity: rmm-pool's initial pool is half
+ * the free memory (rmm/mr/device/pool_memory_resource.hpp, v24.02), so a
+ * trace can fit at one capacity, fail a little above it and fit again
+ * further up. The answer is the smallest capacity from which every larger
+ * one fits; a fitting capacity below it is an island. The bisection finds a
+ * transition; the scan above it, on the same grid up to MIN_CAPACITY_SCAN
+ * of the candidate, moves the answer past any failure it meets; the scan
+ * below it (as far down) finds islands, reported beside the answer. */
+#define MIN_CAPACITY_SCAN 1.25
+
+static uint64_t scan_end(uint64_t best, uint64_t hi)
+{
+    uint64_t end = (uint64_t)((double)best * MIN_CAPACITY_SCAN);
+    return end < hi ? end : hi;
+}
+
+static cmb_status fits_at(cmb_case *c, fit_probe *p, uint64_t cap, int *fits)
+{
+    cmb_status st = cmb_case_with_fresh_allocator(c, cap, fit_fn, p, NULL);
+    *fits = st == CMB_OK && !p->ooms;
+    return st;
+}
+
+/* From a fitting `*best`, scan upward; a failure at f moves the answer to
+ * the next fitting capacity above f and marks everything below an island. */
+static cmb_status scan_above(cmb_case *c, fit_probe *p, uint64_t hi, uint64_t *best, uint64_t *island)
+{
+    const uint64_t step = MIN_CAPACITY_STEP;
+    uint64_t end = scan_end(*best, hi);
+    for (uint64_t cap = *best + step; cap < end; cap += step) {
+        int fits;
+        cmb_status st = fits_at(c, p, cap, &fits);
+        if (st != CMB_OK)
+            return st;
+        if (fits)
+            continue;
+        if (!*island)
+            *island = *best; /* the lowest fitting capacity seen */
+        *best = cap + step; /* a candidate; the scan goes on above it */
+        end = scan_end(*best, hi);
+    }
+    if (*best > hi)
+        *best = hi;
+    return CMB_OK;
+}
+
+/* Below the answer, on the same grid down to 1/MIN_CAPACITY_SCAN of it:
+ * the lowest capacity that fits there, an island (0: none found). */
+static cmb_status scan_below(cmb_case *c, fit_probe *p, uint64_t best, uint64_t *island)
+{
+    const uint64_t step = MIN_CAPACITY_STEP;
+    uint64_t floor = (uint64_t)((double)best / MIN_CAPACITY_SCAN);
+    for (uint64_t cap = best - step; cap >= floor && cap >= step; cap -= step) {
+        int fits;
+        cmb_status st = fits_at(c, p, cap, &fits);
+        if (st != CMB_OK)
+            return st;
+        if (fits && (!*island || cap < *island))
+            *island = cap;
+    }
+    return CMB_OK;
+}
+
+static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, uint64_t hi, uint64_t *best,
+                                    uint64_t *island)
 {
     const uint64_t step = MIN_CAPACITY_STEP;
     replay_run once = *run;
@@ -359,24 +423,30 @@ static cmb_status find_min_capacity(cmb_case *c, replay_run *run, uint64_t lo, u
     lo = lo / step * step;
     hi = hi ? (hi + step - 1) / step * step : step;
     *best = 0;
+    *island = 0;
     /* invariant: lo does not fit (or is the lower bound), hi fits */
     cmb_status st = fitting_bound(c, &p, &lo, &hi);
     if (st != CMB_OK || !hi)
         return st; /* !hi: does not fit even MIN_CAPACITY_MAX */
+    uint64_t top = hi;
     while (hi - lo > step) {
         uint64_t mid = (lo + (hi - lo) / 2) / step * step;
         if (mid <= lo)
             mid = lo + step;
-        st = cmb_case_with_fresh_allocator(c, mid, fit_fn, &p, NULL);
+        int fits;
+        st = fits_at(c, &p, mid, &fits);
         if (st != CMB_OK)
             return st;
-        if (p.ooms)
-            lo = mid;
-        else
+        if (fits)
             hi = mid;
+        else
+            lo = mid;
     }
     *best = hi;
-    return CMB_OK;
+    st = scan_above(c, &p, top, best, island);
+    if (st == CMB_OK)
+        st = scan_below(c, &p, *best, island);
+    return st;
 }
 
 /* --- the scenario ------------------------------------------------------------------------------- */
@@ -402,7 +472,7 @@ static void trace_counters(cmb_case *c, const loaded_trace *t, uint64_t passes, 
 static cmb_status min_capacity(cmb_case *c, replay_run *run)
 {
     static int searched;
-    static uint64_t found;
+    static uint64_t found, island;
     if (cmb_case_mode(c) != CMB_MODE_SIM) {
         cmb_case_note(c, "find_min_capacity runs in sim mode only");
         return CMB_OK;
@@ -410,13 +480,18 @@ static cmb_status min_capacity(cmb_case *c, replay_run *run)
     if (!searched) {
         /* the blocks of the main replay stay live for the harness's probe:
          * the search runs on fresh instances with their own devices */
-        cmb_status st = find_min_capacity(c, run, 0, cmb_case_capacity(c), &found);
+        cmb_status st = find_min_capacity(c, run, 0, cmb_case_capacity(c), &found, &island);
         if (st != CMB_OK)
             return st;
         searched = 1;
     }
     if (found)
         cmb_case_counter(c, "min_capacity_bytes", (double)found);
+    if (found && island) {
+        cmb_case_counter(c, "min_capacity_island_bytes", (double)island);
+        cmb_case_note(c, "fits from %.2f GiB up; smaller islands fit too (from %.2f GiB)",
+                      (double)found / (1u << 30), (double)island / (1u << 30));
+    }
     else
         cmb_case_note(c, "the trace does not fit a device of 1 TiB");
     return CMB_OK;

@@ -305,6 +305,8 @@ class Answer:
     time: str
     not_fit: str
     failed: str = ""
+    decide: str = ""       # each allocator's smallest GPU and allocator time (docs/costs.md)
+    recommended: str = ""  # harness/rank.c's choice, with why
 
 
 def best(run, scenario, counter, higher=False, requested="", real_only=False):
@@ -423,7 +425,71 @@ def answer(run, scenario):
     failed = [_case_name(c, cases) for c in cases if c.status == "failed"]
     if failed:
         ans.failed = ", ".join(failed)
+    if scenario not in ("fastpath", "multi-gpu"):
+        ans.decide, ans.recommended = decide(run, scenario)
     return ans
+
+
+RANK_BUDGET, RANK_FAR = 0.05, 10.0  # as harness/rank.h
+
+
+def _per_request(label):
+    return label == "cuda" or label.startswith(("cuda@", "cuda:"))
+
+
+def decide(run, scenario):
+    """(each allocator's smallest GPU and time, the recommendation) as
+    harness/answer.c's decide_lines and harness/rank.c compute them: per
+    allocator over the parameter sets, it fits when every case is ok with
+    no failed allocation; smallest GPU the largest over the sets; time the
+    sum (predicted_alloc_time_s in sim, time_s of real allocators on a GPU)."""
+    gpu = run.mode == "gpu"
+    ents = OrderedDict()
+    for c in run.cases_of(scenario):
+        label = c.allocator + (f":{c.options}" if c.options and ":" not in c.allocator else "")
+        e = ents.setdefault(label, {"fits": True, "cap": 0.0, "mem": 0.0, "t": 0.0})
+        st = lambda m: (c.stat(m).median if c.stat(m) else float("nan"))  # noqa: E731
+        fa = st("failed_allocs")
+        e["fits"] &= c.status == "ok" and not fa > 0
+        cap = st("min_capacity_bytes")
+        e["cap"] = float("nan") if cap != cap or e["cap"] != e["cap"] else max(e["cap"], cap)
+        mem_name, higher = _memory_counter(scenario)
+        e["mem"] += -st(mem_name) if higher else st(mem_name)
+        e["t"] += (st("time_s") if (c.impl or "real") == "real" else float("nan")) if gpu \
+            else st("predicted_alloc_time_s")
+    times = sorted(e["t"] for e in ents.values() if e["t"] == e["t"])
+    med = (times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2) \
+        if times else 0
+    far = {k: e["t"] == e["t"] and med > 0 and e["t"] > RANK_FAR * med for k, e in ents.items()}
+    ok = {k: e for k, e in ents.items() if e["fits"] and not _per_request(k) and not far[k]}
+    by_cap = all(e["cap"] == e["cap"] for e in ok.values())
+    timed = [e["t"] for e in ok.values() if e["t"] == e["t"]]
+    limit = min(timed) * (1 + RANK_BUDGET) if timed else float("inf")
+    cands = [(e["cap"] if by_cap else e["mem"], k) for k, e in ok.items()
+             if (not timed or (e["t"] == e["t"] and e["t"] <= limit)) and (e["cap"] if by_cap else e["mem"]) ==
+             (e["cap"] if by_cap else e["mem"])]
+    items = []
+    for k, e in ents.items():
+        cap = "" if e["cap"] != e["cap"] else (f" {e['cap'] / 2**30:.2f} GiB" if e["cap"] >= 2**30
+                                              else f" {e['cap'] / 2**20:.1f} MiB")
+        t = "" if e["t"] != e["t"] else f" {_seconds(e['t'])}"
+        items.append(k + cap + t + (" (far above the rest)" if far[k] else "") + ("" if e["fits"] else " (did not fit)"))
+    label = "measured allocator time" if gpu else (
+        "predicted" if timed else "no cost file: time not predicted")
+    rec = (min(cands)[1] + (" (smallest GPU" if by_cap else " (least memory") +
+           (", time within 5% of the fastest)" if timed else "; time unknown, cuda per request excluded)")) \
+        if cands else "none: no allocator fit within the time budget"
+    return ", ".join(items) + f" [{label}]", rec
+
+
+def _seconds(v):
+    return f"{v:.3g} s" if v >= 1 else f"{v * 1e3:.3g} ms" if v >= 1e-3 else f"{v * 1e6:.3g} us"
+
+
+def _memory_counter(scenario):
+    """(the scenario's memory counter, higher is better), as answer.c's memory_counters."""
+    h = H.of(scenario)
+    return h.memory, h.memory_higher
 
 
 def _group_reasons(cases):

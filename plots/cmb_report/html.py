@@ -174,7 +174,8 @@ def _answers(page, runs, scenarios):
         timed = r.mode != "sim"  # sim times are host bookkeeping: no column for them
         page.add("<table class='answers'><tr><th class='l'>scenario</th><th class='l'>best for memory</th>"
                  + ("<th class='l'>best for time</th>" if timed else "")
-                 + "<th class='l'>did not fit</th></tr>\n")
+                 + "<th class='l'>did not fit</th><th class='l'>smallest GPU, allocator time</th>"
+                 "<th class='l'>recommended</th></tr>\n")
         for s in scenarios:
             if not r.cases_of(s):
                 page.add(f"<tr><td class='l'><a href='#s-{_slug(s)}'>{esc(s)}</a></td>"
@@ -190,7 +191,8 @@ def _answers(page, runs, scenarios):
             time = a.time.split("; emulations' times")[0]  # said once, under the table
             page.add(f"<tr><td class='l'><a href='#s-{_slug(s)}'>{esc(s)}</a></td><td class='l wrap'>"
                      f"{esc(a.memory)}</td>" + (f"<td class='l wrap'>{esc(time)}</td>" if timed else "") +
-                     f"<td class='l wrap {fit_cls}'>{esc(a.not_fit)}{failed}</td></tr>\n")
+                     f"<td class='l wrap {fit_cls}'>{esc(a.not_fit)}{failed}</td>"
+                     f"<td class='l wrap'>{esc(a.decide)}</td><td class='l wrap'>{esc(a.recommended)}</td></tr>\n")
         page.add("</table>\n")
         if not timed:
             page.add(f"<p><small>{esc(r.label)}: time is not ranked, sim times are host bookkeeping only (a GPU "

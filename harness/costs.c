@@ -1,0 +1,317 @@
+/* costs.c - predicted allocator time from a case's counts and a cost file
+ * (docs/costs.md). */
+#include "costs.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "../allocators/real.h"
+#include "../scenarios/scenario.h"
+
+/* --- reading a cost file ----------------------------------------------------------------------- */
+
+static const char *const call_names[CMB_CC_COUNT] = {
+    "cudaMalloc", "cudaFree", "cudaFree_in_flight", "cuMemCreate", "cuMemMap", "cuMemSetAccess",
+    "cuMemUnmap", "cuMemRelease", "cudaMallocAsync", "cudaFreeAsync", "cudaEventRecord", "cudaEventQuery",
+    "cudaDeviceSynchronize_in_flight"};
+
+/* points: [{x, median_s, ...}] ascending in x; -1 when malformed. */
+static int read_curve(json_t *points, cmb_cost_curve *cv)
+{
+    size_t i;
+    json_t *p;
+    cv->n = 0;
+    if (!json_is_array(points) || json_array_size(points) > CMB_COST_POINTS)
+        return -1;
+    json_array_foreach(points, i, p) {
+        double x = json_number_value(json_object_get(p, "x"));
+        double s = json_number_value(json_object_get(p, "median_s"));
+        if (!json_is_number(json_object_get(p, "x")) || !json_is_number(json_object_get(p, "median_s")) ||
+            x <= 0 || s < 0 || (cv->n && x <= cv->x[cv->n - 1]))
+            return -1;
+        cv->x[cv->n] = x;
+        cv->s[cv->n++] = s;
+    }
+    return 0;
+}
+
+static int read_reals(json_t *real, cmb_costs *out)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(real, name, v) {
+        if (!json_is_array(v) || out->n_real == CMB_COST_REALS)
+            continue; /* {"skipped": why}: not calibrated */
+        snprintf(out->real_name[out->n_real], sizeof out->real_name[0], "%s", name);
+        if (read_curve(v, &out->real_pair[out->n_real]))
+            return -1;
+        out->n_real++;
+    }
+    return 0;
+}
+
+static int read_doc(json_t *doc, cmb_costs *out, char *err, size_t errlen)
+{
+    json_t *calls = json_object_get(doc, "calls");
+    const char *fmt = json_string_value(json_object_get(doc, "format"));
+    if (!fmt || strcmp(fmt, "cumembench-costs/1") || !json_is_object(calls))
+        return snprintf(err, errlen, "not a cumembench cost file (format cumembench-costs/1)"), -1;
+    const char *gpu = json_string_value(json_object_get(json_object_get(doc, "gpu"), "name"));
+    snprintf(out->gpu, sizeof out->gpu, "%s", gpu ? gpu : "?");
+    out->granularity = json_number_value(json_object_get(calls, "granularity_bytes"));
+    if (out->granularity <= 0)
+        out->granularity = 2u << 20;
+    for (int k = 0; k < CMB_CC_COUNT; k++) {
+        json_t *e = json_object_get(calls, call_names[k]);
+        if (e && read_curve(json_object_get(e, "points"), &out->call[k]))
+            return snprintf(err, errlen, "malformed points of %s", call_names[k]), -1;
+    }
+    json_t *idle = json_object_get(calls, "cudaStreamSynchronize");
+    if (!out->call[CMB_CC_STREAM_SYNC].n && idle &&
+        read_curve(json_object_get(idle, "points"), &out->call[CMB_CC_STREAM_SYNC]))
+        return snprintf(err, errlen, "malformed points of cudaStreamSynchronize"), -1;
+    if (!out->call[CMB_CC_MALLOC].n || !out->call[CMB_CC_FREE].n)
+        return snprintf(err, errlen, "no cudaMalloc/cudaFree points"), -1;
+    if (read_reals(json_object_get(doc, "real"), out))
+        return snprintf(err, errlen, "malformed real: points"), -1;
+    return 0;
+}
+
+int cmb_costs_load(const char *path, cmb_costs *out, char *err, size_t errlen)
+{
+    json_error_t je;
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s", path);
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc) {
+        snprintf(err, errlen, "cost file %s: %s (line %d)", path, je.text, je.line);
+        return -1;
+    }
+    char why[200];
+    int rc = read_doc(doc, out, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "cost file %s: %s", path, why);
+    json_decref(doc);
+    return rc;
+}
+
+/* --- finding the committed one ------------------------------------------------------------------- */
+
+static size_t shared_prefix(const char *a, const char *b)
+{
+    size_t n = 0;
+    while (a[n] && a[n] == b[n])
+        n++;
+    return n;
+}
+
+/* results/ beside the working directory, else beside the binary's parent. */
+static int results_dir(char *dir, size_t len)
+{
+    if (access("results", R_OK) == 0)
+        return snprintf(dir, len, "results"), 0;
+    char exe[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(dir, len, "%s/../results", exe);
+    return access(dir, R_OK) == 0 ? 0 : -1;
+}
+
+int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)
+{
+    char dir[600], best[256] = "", probe[900];
+    size_t best_n = 0;
+    const char *want = gpu_model && *gpu_model ? gpu_model : "nvidia-h100";
+    DIR *d;
+    if (results_dir(dir, sizeof dir) || !(d = opendir(dir)))
+        return -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        snprintf(probe, sizeof probe, "%s/%s/costs.json", dir, e->d_name);
+        size_t n = shared_prefix(e->d_name, want);
+        if (e->d_name[0] != '.' && access(probe, R_OK) == 0 && (n > best_n || !best[0])) {
+            best_n = n;
+            snprintf(best, sizeof best, "%s", e->d_name);
+        }
+    }
+    closedir(d);
+    if (!best[0])
+        return -1;
+    snprintf(path, len, "%s/%s/costs.json", dir, best);
+    return 0;
+}
+
+/* --- the prediction ------------------------------------------------------------------------------ */
+
+double cmb_cost_at(const cmb_cost_curve *cv, double x)
+{
+    if (!cv->n)
+        return 0;
+    if (x <= cv->x[0])
+        return cv->s[0];
+    for (int i = 1; i < cv->n; i++) {
+        if (x <= cv->x[i]) {
+            double f = (log(x) - log(cv->x[i - 1])) / (log(cv->x[i]) - log(cv->x[i - 1]));
+            return cv->s[i - 1] + f * (cv->s[i] - cv->s[i - 1]);
+        }
+    }
+    return cv->s[cv->n - 1];
+}
+
+/* n calls of curve `cc` at the bucket's mean size (pages for cuMem*). */
+static double priced(const cmb_costs *c, cmb_cost_call cc, uint64_t n, uint64_t bytes, int pages)
+{
+    double mean = (double)bytes / (double)n;
+    if (pages)
+        mean = ceil(mean / c->granularity);
+    return (double)n * cmb_cost_at(&c->call[cc], mean > 0 ? mean : 1);
+}
+
+static void price_bucket(const cmb_costs *c, cmb_up_kind k, uint64_t n, uint64_t bytes, cmb_cost_parts *o)
+{
+    switch (k) {
+    case CMB_UPK_ALLOC:
+        o->upstream_s += priced(c, CMB_CC_MALLOC, n, bytes, 0);
+        break;
+    case CMB_UPK_FREE: { /* cudaFree synchronizes the device: its cost with work queued */
+        double idle = priced(c, CMB_CC_FREE, n, bytes, 0);
+        double busy = priced(c, CMB_CC_FREE_IN_FLIGHT, n, bytes, 0);
+        o->upstream_s += idle;
+        o->sync_s += busy > idle ? busy - idle : 0;
+        break;
+    }
+    case CMB_UPK_MAP:
+        o->upstream_s += priced(c, CMB_CC_MEM_CREATE, n, bytes, 1) + priced(c, CMB_CC_MEM_MAP, n, bytes, 1) +
+                         priced(c, CMB_CC_SET_ACCESS, n, bytes, 1);
+        break;
+    case CMB_UPK_UNMAP:
+        o->upstream_s += priced(c, CMB_CC_MEM_UNMAP, n, bytes, 1) + priced(c, CMB_CC_MEM_RELEASE, n, bytes, 1);
+        break;
+    case CMB_UPK_EVENT_RECORD:
+        o->upstream_s += (double)n * cmb_cost_at(&c->call[CMB_CC_EVENT_RECORD], 1);
+        break;
+    case CMB_UPK_EVENT_QUERY:
+        o->upstream_s += (double)n * cmb_cost_at(&c->call[CMB_CC_EVENT_QUERY], 1);
+        break;
+    case CMB_UPK_STREAM_SYNC:
+        o->sync_s += (double)n * cmb_cost_at(&c->call[CMB_CC_STREAM_SYNC], 1);
+        break;
+    default: /* address reservations: rare, not calibrated */
+        break;
+    }
+}
+
+/* The real library an allocator is, or emulates, when the file has it. */
+static const cmb_cost_curve *real_pair(const cmb_costs *c, const char *allocator, const char **name)
+{
+    const char *want = allocator;
+    if (strncmp(allocator, CMB_REAL_PREFIX, strlen(CMB_REAL_PREFIX))) {
+        want = NULL;
+        for (size_t i = 0; i < cmb_real_count() && !want; i++)
+            if (!strcmp(cmb_real_at(i)->emulation, allocator))
+                want = cmb_real_at(i)->name;
+    }
+    for (int i = 0; want && i < c->n_real; i++)
+        if (!strcmp(c->real_name[i], want))
+            return *name = c->real_name[i], &c->real_pair[i];
+    return NULL;
+}
+
+static void price_ops(const cmb_costs *c, const cmb_cost_input *in, cmb_cost_parts *o)
+{
+    const char *name = NULL, *ops_env = getenv(CMB_COSTS_OPS_ENV);
+    /* bookkeeping: the policy's own code runs (through libcmb_pluggable),
+     * not the library it emulates */
+    int own_code = ops_env && !strcmp(ops_env, "bookkeeping");
+    const cmb_cost_curve *pair = own_code ? NULL : real_pair(c, in->allocator, &name);
+    double ops = (double)(in->allocs + in->frees);
+    double mean = in->mean_request > 0 ? in->mean_request : 1;
+    if (pair) {
+        o->ops_s = ops / 2 * cmb_cost_at(pair, mean);
+        o->ops_from = "real library's calibrated alloc+free pair";
+    } else if (!strcmp(in->allocator, "cuda")) {
+        o->ops_s = 0; /* every request is the upstream call priced above */
+        o->ops_from = "upstream calls only";
+    } else if (!strcmp(in->allocator, "cuda-async")) {
+        o->ops_s = (double)in->allocs * cmb_cost_at(&c->call[CMB_CC_MALLOC_ASYNC], mean) +
+                   (double)in->frees * cmb_cost_at(&c->call[CMB_CC_FREE_ASYNC], mean);
+        o->ops_from = "calibrated cudaMallocAsync/cudaFreeAsync";
+    } else {
+        o->ops_s = in->bookkeeping_s; /* the suite's own code: the same work on a GPU */
+        o->ops_from = "measured bookkeeping";
+    }
+}
+
+void cmb_costs_predict(const cmb_costs *c, const cmb_cost_input *in, cmb_cost_parts *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int k = 0; in->up && k < CMB_UPK_COUNT; k++)
+        for (int b = 0; b < CMB_UP_BUCKETS; b++)
+            if (in->up->calls[k][b])
+                price_bucket(c, (cmb_up_kind)k, in->up->calls[k][b], in->up->bytes[k][b], out);
+    price_ops(c, in, out);
+    out->total_s = out->upstream_s + out->sync_s + out->ops_s;
+}
+
+/* --- into the case's counters ---------------------------------------------------------------------- */
+
+static const cmb_costs *process_costs(struct cmb_case *c)
+{
+    static int tried;
+    static cmb_costs costs;
+    static int ok;
+    if (!tried) {
+        tried = 1;
+        char path[1024], err[700];
+        const char *given = getenv(CMB_COSTS_ENV);
+        if (given && *given)
+            snprintf(path, sizeof path, "%s", given);
+        else if (cmb_costs_default_path(getenv(CMB_COSTS_GPU_ENV), path, sizeof path))
+            return NULL; /* none committed: the answers say 'no cost file' */
+        ok = cmb_costs_load(path, &costs, err, sizeof err) == 0;
+        if (!ok)
+            cmb_case_note(c, "%s", err);
+    }
+    return ok ? &costs : NULL;
+}
+
+static void put_counts(struct cmb_case *c, const cmb_up_counts *n)
+{
+    for (int k = 0; k < CMB_UPK_COUNT; k++) {
+        uint64_t calls = 0;
+        for (int b = 0; b < CMB_UP_BUCKETS; b++)
+            calls += n->calls[k][b];
+        if (calls) {
+            char name[64];
+            snprintf(name, sizeof name, "up_%s_calls", cmb_up_kind_name((cmb_up_kind)k));
+            cmb_case_counter(c, name, (double)calls);
+        }
+    }
+}
+
+void cmb_costs_put(struct cmb_case *c, const cmb_metered *mt, const char *allocator)
+{
+    if (mt->up_counts)
+        put_counts(c, mt->up_counts);
+    const cmb_costs *costs = process_costs(c);
+    if (!costs)
+        return;
+    cmb_cost_input in = {allocator, mt->up_counts, mt->allocs, mt->frees,
+                         mt->allocs ? (double)mt->requested.total / (double)mt->allocs : 0,
+                         (double)(mt->alloc_ns.sum_ns + mt->free_ns.sum_ns) * 1e-9};
+    cmb_cost_parts p;
+    cmb_costs_predict(costs, &in, &p);
+    cmb_case_counter(c, "predicted_alloc_time_s", p.total_s);
+    cmb_case_counter(c, "predicted_upstream_time_s", p.upstream_s);
+    cmb_case_counter(c, "predicted_sync_time_s", p.sync_s);
+    cmb_case_counter(c, "predicted_ops_time_s", p.ops_s);
+}

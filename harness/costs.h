@@ -1,0 +1,80 @@
+/* costs.h - predicted allocator time: a case's counts (allocator
+ * operations, upstream calls by kind and size, synchronizations) priced by
+ * a cost file that `cumembench calibrate` measured on a real GPU
+ * (docs/costs.md). A sim time is host bookkeeping; this is what the same
+ * traffic would cost on the calibrated card. */
+#ifndef CMB_COSTS_H
+#define CMB_COSTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metered.h"
+
+#define CMB_COSTS_ENV "CMB_COSTS"        /* a cost file to use               */
+#define CMB_COSTS_GPU_ENV "CMB_GPU_MODEL" /* the GPU whose cost file to find  */
+#define CMB_COSTS_OPS_ENV "CMB_COSTS_OPS"  /* "bookkeeping": price an emulation as its own code */
+#define CMB_COST_POINTS 16
+#define CMB_COST_REALS 8
+
+typedef struct cmb_cost_curve {
+    int n;                      /* 0: not measured */
+    double x[CMB_COST_POINTS];  /* bytes, pages or 1, ascending */
+    double s[CMB_COST_POINTS];  /* median seconds per call      */
+} cmb_cost_curve;
+
+typedef enum cmb_cost_call {
+    CMB_CC_MALLOC, CMB_CC_FREE, CMB_CC_FREE_IN_FLIGHT, CMB_CC_MEM_CREATE, CMB_CC_MEM_MAP, CMB_CC_SET_ACCESS,
+    CMB_CC_MEM_UNMAP, CMB_CC_MEM_RELEASE, CMB_CC_MALLOC_ASYNC, CMB_CC_FREE_ASYNC, CMB_CC_EVENT_RECORD,
+    CMB_CC_EVENT_QUERY, CMB_CC_STREAM_SYNC, CMB_CC_COUNT
+} cmb_cost_call;
+
+typedef struct cmb_costs {
+    char path[512];
+    char gpu[128];
+    double granularity; /* bytes per page of the cuMem* curves */
+    cmb_cost_curve call[CMB_CC_COUNT];
+    int n_real;
+    char real_name[CMB_COST_REALS][64]; /* "real:rmm-pool" */
+    cmb_cost_curve real_pair[CMB_COST_REALS]; /* alloc+free pair by bytes */
+} cmb_costs;
+
+/* What a case did, as the prediction needs it. */
+typedef struct cmb_cost_input {
+    const char *allocator;  /* "torch-caching", "real:rmm-pool", "cuda", ... */
+    const cmb_up_counts *up; /* NULL: no upstream */
+    uint64_t allocs, frees;
+    double mean_request;    /* bytes per allocation                          */
+    double bookkeeping_s;   /* measured time in alloc/free (the suite's own) */
+} cmb_cost_input;
+
+typedef struct cmb_cost_parts {
+    double upstream_s; /* cudaMalloc/cuMem* calls, events                   */
+    double sync_s;     /* overlap lost to synchronizing calls               */
+    double ops_s;      /* the allocator's own work per operation            */
+    double total_s;
+    const char *ops_from; /* "real:NAME calibration", "measured bookkeeping", ... */
+} cmb_cost_parts;
+
+/* 0, or -1 with a one-line reason (missing file, malformed, wrong format). */
+int cmb_costs_load(const char *path, cmb_costs *out, char *err, size_t errlen);
+
+/* The committed cost file closest to `gpu_model` (a slug or name: the
+ * longest shared prefix of results/<dir>/costs.json's directory), else
+ * H100's; 0 with the path, -1 when none is committed. */
+int cmb_costs_default_path(const char *gpu_model, char *path, size_t len);
+
+/* Seconds per call of `cc` at x (bytes or pages): piecewise linear in
+ * log x between measured points, flat beyond them; 0 when not measured. */
+double cmb_cost_at(const cmb_cost_curve *cv, double x);
+
+/* The prediction; its parts add up to total_s. */
+void cmb_costs_predict(const cmb_costs *c, const cmb_cost_input *in, cmb_cost_parts *out);
+
+struct cmb_case;
+/* The case's counts and predicted time as counters (predicted_alloc_time_s
+ * and its parts, up_<kind>_calls), the cost file named in a note; nothing
+ * predicted, and one note, when no cost file is found. */
+void cmb_costs_put(struct cmb_case *c, const cmb_metered *mt, const char *allocator);
+
+#endif /* CMB_COSTS_H */

@@ -1,0 +1,75 @@
+#!/bin/sh
+# gpu-time-model.sh - the cost model checked on a GPU (docs/costs.md,
+# "Validation"): three real programs (the transformer, ResNet-50 and LLM
+# decode of the recorded sample traces) under six settings each (PyTorch's
+# allocator natively, default and expandable_segments:True; torch-caching,
+# cmb, cuda and rmm-pool through libcmb_pluggable.so), every step timed,
+# three rounds after a warm-up; then the measured difference in step time
+# against native PyTorch beside the difference the cost model predicts from
+# the sim replay of the same traffic. Needs a GPU, PyTorch, torchvision and
+# a cost file; builds nothing.
+#
+#   scripts/gpu-time-model.sh BUILD_DIR OUT_DIR COSTS_JSON
+#
+# COSTS_JSON: the card's cost file (scripts/gpu-calibrate.sh). OUT_DIR
+# receives time-model.json and time-model.md (commit them under
+# results/<gpu>/time-model/), logs/ (each process's output and JSON) and
+# the recorded traces. Each process runs under a 75-second limit and no new
+# one starts after CMB_TM_BUDGET seconds (default 450), so the whole stays
+# near 8 minutes on an H100; a setting cut short is a row saying so.
+# Exit status: 0 when every run finished, 1 when one failed, 2 bad usage.
+set -u
+. "$(dirname "$0")/lib.sh"
+cmb_dirs "COSTS_JSON" "$@"
+costs=${3:-}
+[ -r "$costs" ] || { echo "$0: no cost file '$costs' (scripts/gpu-calibrate.sh makes one)" >&2; exit 2; }
+costs=$(cd "$(dirname "$costs")" && pwd)/$(basename "$costs")
+lib="$build/pluggable/libcmb_pluggable.so"
+[ -r "$lib" ] || { echo "$0: $lib is missing (make build)" >&2; exit 2; }
+py=${CMB_PYTHON:-python3}
+"$py" -c "import torch, torchvision; assert torch.cuda.is_available()" 2>/dev/null ||
+    { echo "$0: needs PyTorch and torchvision with a GPU ($py)" >&2; exit 2; }
+work="$out/logs"
+mkdir -p "$work"
+budget=${CMB_TM_BUDGET:-450}
+start=$(date +%s)
+rc=0
+
+job() { # NAME WORKLOAD SETTING [--trace FILE]
+    name=$1 wl=$2 setting=$3
+    shift 3
+    if [ $(($(date +%s) - start)) -ge "$budget" ]; then
+        echo "skipped: budget of $budget s spent" >"$work/$name.log"
+        return
+    fi
+    case $setting in
+    native) set -- env -u PYTORCH_CUDA_ALLOC_CONF "$py" scripts/time_model.py run "$@" ;;
+    native-expandable) set -- env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$py" scripts/time_model.py run "$@" ;;
+    lib-*) set -- env -u PYTORCH_CUDA_ALLOC_CONF "$py" scripts/time_model.py run --lib "$lib" \
+        --policy "$(policy_of "$setting")" "$@" ;;
+    esac
+    t0=$(date +%s)
+    timeout 75 "$@" --workload "$wl" --out "$work/$name.json" >"$work/$name.log" 2>&1 || rc=1
+    echo "$name: $(($(date +%s) - t0)) s" | tee -a "$work/times.txt"
+}
+
+policy_of() {
+    case $1 in
+    lib-torch-caching) echo torch-caching@cuda ;;
+    lib-cmb) echo cmb@vmm ;;
+    lib-cuda) echo cuda@cuda ;;
+    lib-rmm-pool) echo rmm-pool@cuda ;;
+    esac
+}
+
+for wl in transformer convnet llm-decode; do
+    job "$wl-native" "$wl" native
+    job "$wl-lib-torch-caching" "$wl" lib-torch-caching --trace "$work/$wl.trace"
+    cp "$work/$wl.trace" "$work/../$wl.trace" 2>/dev/null || true
+    for s in native-expandable lib-cmb lib-rmm-pool lib-cuda; do
+        job "$wl-$s" "$wl" "$s"
+    done
+done
+"$py" scripts/time_model.py table --work "$work" --bin "$bin" --costs "$costs" --out "$out" || rc=1
+echo "total: $(($(date +%s) - start)) s" | tee -a "$work/times.txt"
+exit $rc
