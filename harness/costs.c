@@ -284,17 +284,18 @@ static const cmb_costs *process_costs(struct cmb_case *c)
     return ok ? &costs : NULL;
 }
 
+static const char *const up_counter[CMB_UPK_COUNT] = {
+    "up_alloc_calls", "up_free_calls", "up_map_calls", "up_unmap_calls", "up_va_reserve_calls",
+    "up_va_release_calls", "up_event_record_calls", "up_event_query_calls", "up_stream_sync_calls"};
+
 static void put_counts(struct cmb_case *c, const cmb_up_counts *n)
 {
     for (int k = 0; k < CMB_UPK_COUNT; k++) {
         uint64_t calls = 0;
         for (int b = 0; b < CMB_UP_BUCKETS; b++)
             calls += n->calls[k][b];
-        if (calls) {
-            char name[64];
-            snprintf(name, sizeof name, "up_%s_calls", cmb_up_kind_name((cmb_up_kind)k));
-            cmb_case_counter(c, name, (double)calls);
-        }
+        if (calls)
+            cmb_case_counter(c, up_counter[k], (double)calls);
     }
 }
 

@@ -123,8 +123,38 @@ KNOWN += [
        "replay: allocations of the trace the allocator could not serve (the replay goes on without them). "
        "0 = the trace fits; more = it did not fit (status oom)."),
     _M("min_capacity_bytes", "min capacity", "bytes", "lower",
-       "replay (sim): the smallest device, in 2 MiB steps, on which the trace replays without a failed "
-       "allocation under this allocator (bisection over fresh instances)."),
+       "replay (sim): the smallest device, in 2 MiB steps, from which every larger one replays the trace "
+       "without a failed allocation under this allocator (docs/costs.md)."),
+    _M("min_capacity_island_bytes", "smaller island", "bytes", "",
+       "replay (sim): the lowest capacity below min capacity where the trace also fits, though some "
+       "capacity between fails (fit is not monotone; docs/costs.md)."),
+    _M("up_alloc_calls", "upstream alloc calls", "count", "",
+       "upstream alloc calls the policy made while metered (docs/costs.md)."),
+    _M("up_free_calls", "upstream free calls", "count", "",
+       "upstream free calls the policy made while metered (docs/costs.md)."),
+    _M("up_map_calls", "upstream map calls", "count", "",
+       "upstream map calls the policy made while metered (docs/costs.md)."),
+    _M("up_unmap_calls", "upstream unmap calls", "count", "",
+       "upstream unmap calls the policy made while metered (docs/costs.md)."),
+    _M("up_va_reserve_calls", "upstream va_reserve calls", "count", "",
+       "upstream va_reserve calls the policy made while metered (docs/costs.md)."),
+    _M("up_va_release_calls", "upstream va_release calls", "count", "",
+       "upstream va_release calls the policy made while metered (docs/costs.md)."),
+    _M("up_event_record_calls", "upstream event_record calls", "count", "",
+       "upstream event_record calls the policy made while metered (docs/costs.md)."),
+    _M("up_event_query_calls", "upstream event_query calls", "count", "",
+       "upstream event_query calls the policy made while metered (docs/costs.md)."),
+    _M("up_stream_sync_calls", "upstream stream_sync calls", "count", "",
+       "upstream stream_sync calls the policy made while metered (docs/costs.md)."),
+    _M("predicted_alloc_time_s", "predicted alloc time", "s", "lower",
+       "predicted allocator time on the cost file's GPU: upstream calls, lost overlap and operations "
+       "(docs/costs.md)."),
+    _M("predicted_upstream_time_s", "predicted upstream time", "s", "lower",
+       "the part of predicted alloc time spent in cudaMalloc/cuMem*/event calls (docs/costs.md)."),
+    _M("predicted_sync_time_s", "predicted sync time", "s", "lower",
+       "the part of predicted alloc time lost to synchronizing calls (docs/costs.md)."),
+    _M("predicted_ops_time_s", "predicted ops time", "s", "lower",
+       "the part of predicted alloc time spent in the allocator's own operations (docs/costs.md)."),
     # replay under CMB_EXPLAIN_OOM=1: the first failed allocation explained (docs/explain.md)
     _M("oom_event", "first failure at", "count", "", "replay (explain): the event, counted from the start of "
        "the first pass, whose allocation failed first."),
