@@ -355,16 +355,28 @@ static cmb_status fitting_bound(cmb_case *c, fit_probe *p, uint64_t *lo, uint64_
  * trace can fit at one capacity, fail a little above it and fit again
  * further up. The answer is the smallest capacity from which every larger
  * one fits; a fitting capacity below it is an island. The bisection finds a
- * transition; the scan above it, on the same grid up to MIN_CAPACITY_SCAN
- * of the candidate, moves the answer past any failure it meets; the scan
- * below it (as far down) finds islands, reported beside the answer. */
+ * transition; the scan above it, on the same grid for MIN_CAPACITY_SPAN
+ * and at MIN_CAPACITY_SAMPLES points spread from there up to
+ * MIN_CAPACITY_SCAN of the candidate, moves the answer past any failure it
+ * meets; the scan below it (as far down, on the grid) finds islands,
+ * reported beside the answer. The span bounds the trials (a 40 GiB trace
+ * would otherwise take thousands): a failure further above, between the
+ * samples, is not seen (docs/costs.md). */
 #define MIN_CAPACITY_SCAN 1.25
+#define MIN_CAPACITY_SPAN ((uint64_t)128 << 20)
+#define MIN_CAPACITY_SAMPLES 32
 
 static uint64_t scan_end(uint64_t best, uint64_t hi)
 {
     uint64_t end = (uint64_t)((double)best * MIN_CAPACITY_SCAN);
+    if (end > best + MIN_CAPACITY_SPAN)
+        end = best + MIN_CAPACITY_SPAN;
     return end < hi ? end : hi;
 }
+
+/* The sparse part above the dense scan: 0 when every sample fits, else the
+ * first failing capacity in *failed. */
+static cmb_status sample_above(cmb_case *c, struct fit_probe *p, uint64_t from, uint64_t hi, uint64_t *failed);
 
 static cmb_status fits_at(cmb_case *c, fit_probe *p, uint64_t cap, int *fits)
 {
@@ -391,8 +403,39 @@ static cmb_status scan_above(cmb_case *c, fit_probe *p, uint64_t hi, uint64_t *b
         *best = cap + step; /* a candidate; the scan goes on above it */
         end = scan_end(*best, hi);
     }
+    uint64_t failed = 0;
+    cmb_status st = end < hi ? sample_above(c, p, end, hi, &failed) : CMB_OK;
+    if (st != CMB_OK)
+        return st;
+    if (failed) { /* a failure above the dense part: scan again from above it */
+        if (!*island)
+            *island = *best;
+        *best = failed + step;
+        if (*best < hi)
+            return scan_above(c, p, hi, best, island);
+    }
     if (*best > hi)
         *best = hi;
+    return CMB_OK;
+}
+
+static cmb_status sample_above(cmb_case *c, fit_probe *p, uint64_t from, uint64_t hi, uint64_t *failed)
+{
+    const uint64_t step = MIN_CAPACITY_STEP;
+    uint64_t to = (uint64_t)((double)from * MIN_CAPACITY_SCAN);
+    to = to < hi ? to : hi;
+    *failed = 0;
+    for (int i = 1; i <= MIN_CAPACITY_SAMPLES && to > from; i++) {
+        uint64_t cap = (from + (to - from) / MIN_CAPACITY_SAMPLES * (uint64_t)i) / step * step;
+        int fits;
+        cmb_status st = fits_at(c, p, cap, &fits);
+        if (st != CMB_OK)
+            return st;
+        if (!fits) {
+            *failed = cap;
+            return CMB_OK;
+        }
+    }
     return CMB_OK;
 }
 
@@ -402,6 +445,8 @@ static cmb_status scan_below(cmb_case *c, fit_probe *p, uint64_t best, uint64_t 
 {
     const uint64_t step = MIN_CAPACITY_STEP;
     uint64_t floor = (uint64_t)((double)best / MIN_CAPACITY_SCAN);
+    if (best > MIN_CAPACITY_SPAN && floor < best - MIN_CAPACITY_SPAN)
+        floor = best - MIN_CAPACITY_SPAN;
     for (uint64_t cap = best - step; cap >= floor && cap >= step; cap -= step) {
         int fits;
         cmb_status st = fits_at(c, p, cap, &fits);
