@@ -296,11 +296,13 @@ static int read_header(char *line, unsigned flags)
 {
     char *f[CMB_N_COLS + 1];
     int n = split_line(line, f, CMB_N_COLS + 1);
-    if (n < CMB_FIRST_COLS)
-        return -1;
-    for (int i = 0; i < n; i++)
-        if (strcmp(f[i], cmb_col_name(i)))
+    if (n < CMB_FIRST_COLS || n > CMB_N_COLS)
+        return -1; /* more columns than this version knows: another version's file */
+    for (int i = 0; i < n; i++) {
+        const char *name = cmb_col_name(i);
+        if (!name || strcmp(f[i], name))
             return -1;
+    }
     return (flags & CMB_RESULTS_THIS_VERSION) && n != CMB_N_COLS ? -1 : n;
 }
 
