@@ -133,9 +133,57 @@ CMB_PL_API void cmb_pluggable_free(void *ptr, size_t size, int device, void *str
 CMB_PL_API void *cmb_cupy_malloc(void *param, size_t size, int device);
 CMB_PL_API void cmb_cupy_free(void *param, void *ptr, int device);
 
-/* PyTorch's pair (cudaStream_t is a pointer). Defined in torch_entry.cc. */
+/* PyTorch's pair (cudaStream_t is a pointer). Defined in torch_entry.cc.
+ * PyTorch passes free the size and stream it recorded at malloc, so these
+ * keep no table of their own (but while a trace records). */
 CMB_PL_API void *cmb_torch_malloc(size_t size, int device, void *stream);
 CMB_PL_API void cmb_torch_free(void *ptr, size_t size, int device, void *stream);
+
+/* PyTorch's other hooks (CUDAPluggableAllocator's set_*_fn, PyTorch 2.11):
+ *   set_init_fn             void (int device_count)            cmb_torch_init_fn
+ *   set_reset_fn            void ()                            cmb_torch_reset_fn
+ *   set_memory_fraction_fn  void (double fraction, int device) cmb_torch_memory_fraction_fn
+ *   set_record_stream_fn    void (void *ptr, cudaStream_t)     cmb_torch_record_stream_fn
+ *   set_begin_allocate_to_pool, set_end_allocate_to_pool_fn, set_release_pool:
+ *     C++ signatures (MempoolId_t, std::function): cmb_torch_begin_allocate_to_pool_fn,
+ *     cmb_torch_end_allocate_to_pool_fn, cmb_torch_release_pool_fn in torch_entry.cc,
+ *     which throw std::runtime_error where the C calls below fail. */
+CMB_PL_API void cmb_torch_init_fn(int device_count);
+CMB_PL_API void cmb_torch_reset_fn(void);
+CMB_PL_API void cmb_torch_memory_fraction_fn(double fraction, int device);
+CMB_PL_API void cmb_torch_record_stream_fn(void *ptr, void *stream);
+
+/* --- streams, graphs, fraction (pl_hooks.c) -------------------------------------------- */
+
+/* Block `ptr` of `device` is used on `stream` too (Tensor.record_stream):
+ * when it is freed, it goes back to the policy only after the work
+ * enqueued on `stream` by then is done (an event per stream, checked at
+ * later allocations, waited for before an allocation fails). 0 or -1. */
+CMB_PL_API int cmb_pluggable_record_stream(void *ptr, int device, void *stream);
+
+/* A private pool (PyTorch's MempoolId_t, two 64-bit ids): from begin to the
+ * matching end, every allocation on `device` whose stream `filter`
+ * accepts (filter NULL: every one) comes from the pool; its blocks are
+ * reused only by the pool and its memory returns to the GPU once the pool
+ * is released and its last block freed. ctx_free(ctx), when given, is
+ * called when the filter is dropped. -1 (with the reason) under a policy
+ * that takes no upstream (cuda-async, cub, managed). */
+CMB_PL_API int cmb_pluggable_pool_begin(int device, uint64_t id0, uint64_t id1,
+                                        int (*filter)(void *ctx, void *stream), void *ctx,
+                                        void (*ctx_free)(void *ctx));
+CMB_PL_API int cmb_pluggable_pool_end(int device, uint64_t id0, uint64_t id1);
+CMB_PL_API int cmb_pluggable_pool_release(int device, uint64_t id0, uint64_t id1);
+
+/* What the policy of `device` may hold: fraction x the device's bytes
+ * (after CMB_CAPACITY), as torch.cuda.set_per_process_memory_fraction caps
+ * PyTorch's own reserved bytes. Before the device's first allocation it
+ * applies when the instance is created. 1 lifts it. 0 or -1. */
+CMB_PL_API int cmb_pluggable_set_memory_fraction(double fraction, int device);
+
+/* Tests over the sim upstream, whose work completes when issued: while
+ * `held`, the events the library records on `stream` stay pending, as on a
+ * GPU still running that stream's kernels; releasing completes them. */
+CMB_PL_API int cmb_pluggable_sim_hold_stream(void *stream, int held);
 
 /* --- statistics and control ------------------------------------------------------ */
 

@@ -16,11 +16,11 @@
 
 void *cmb_cupy_malloc(void *param, size_t size, int device)
 {
-    return _cmb_pl_malloc(size, device, param);
+    return _cmb_pl_malloc(size, device, param, 1);
 }
 
 void cmb_cupy_free(void *param, void *ptr, int device)
 {
     (void)param;
-    _cmb_pl_free(ptr, 0, device);
+    _cmb_pl_free(ptr, 0, device, NULL, 0);
 }

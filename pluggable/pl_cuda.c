@@ -42,6 +42,60 @@ void _cmb_pl_leave(int saved)
         cudaSetDevice(saved);
 }
 
+/* --- events for record_stream (pl_hooks.c) ------------------------------------------ */
+
+int _cmb_pl_cuda_event_record(void *stream, void **ev)
+{
+    cudaEvent_t e;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    if (cudaEventRecord(e, (cudaStream_t)stream) != cudaSuccess) {
+        cudaGetLastError();
+        cudaEventDestroy(e);
+        return -1;
+    }
+    *ev = e;
+    return 0;
+}
+
+int _cmb_pl_cuda_event_done(void *ev)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); /* not the host's error: a pending event */
+        return 0;
+    }
+    if (e != cudaSuccess)
+        cudaGetLastError(); /* a broken event never completes: treat it as done */
+    return 1;
+}
+
+void _cmb_pl_cuda_event_wait(void *ev)
+{
+    if (cudaEventSynchronize((cudaEvent_t)ev) != cudaSuccess)
+        cudaGetLastError();
+}
+
+void _cmb_pl_cuda_event_destroy(void *ev)
+{
+    cudaEventDestroy((cudaEvent_t)ev);
+}
+
+int _cmb_pl_stream_device(void *stream)
+{
+    int dev = -1;
+    if (!stream || cudaStreamGetDevice((cudaStream_t)stream, &dev) != cudaSuccess) {
+        cudaGetLastError();
+        if (cudaGetDevice(&dev) != cudaSuccess) {
+            cudaGetLastError();
+            dev = 0;
+        }
+    }
+    return dev;
+}
+
 int _cmb_pl_mem_info(int64_t *free_bytes, int64_t *total_bytes)
 {
     size_t f = 0, t = 0;

@@ -57,20 +57,25 @@ static void policy_stats(pl_device *d, cmb_alloc_stats *ps)
     }
 }
 
-static void sample_device(pl_device *d)
+void _cmb_pl_sample_device(pl_device *d)
 {
     int64_t free_b, total_b;
-    if (_cmb_pl_mem_info(&free_b, &total_b) == 0 && total_b - free_b > d->device_used_peak)
-        d->device_used_peak = total_b - free_b;
+    if (_cmb_pl_mem_info(&free_b, &total_b))
+        return;
+    int64_t used = total_b - free_b, seen = atomic_load_explicit(&d->device_used_peak, memory_order_relaxed);
+    while (used > seen &&
+           !atomic_compare_exchange_weak_explicit(&d->device_used_peak, &seen, used, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
 }
 
-void _cmb_pl_after_alloc(pl_device *d, int64_t held_before)
+int _cmb_pl_after_alloc(pl_device *d, int64_t held_before)
 {
     /* Device memory in use can only have grown when the policy took more
-     * from its upstream: sample it then (a cudaMemGetInfo costs
-     * microseconds; growth is rare next to cached allocations). */
-    if (d->real && d->up && d->up->stats.held_current > held_before)
-        sample_device(d);
+     * from its upstream: the caller samples it then, after the lock (a
+     * cudaMemGetInfo costs microseconds; growth is rare next to cached
+     * allocations). */
+    int grew = d->real && d->up && d->up->stats.held_current > held_before;
     if (d->peaks_reset) {
         cmb_alloc_stats ps;
         policy_stats(d, &ps);
@@ -79,6 +84,7 @@ void _cmb_pl_after_alloc(pl_device *d, int64_t held_before)
         if (ps.reserved.current > d->reserved_since)
             d->reserved_since = ps.reserved.current;
     }
+    return grew;
 }
 
 void _cmb_pl_reset_peaks_locked(pl_device *d)
@@ -92,7 +98,7 @@ void _cmb_pl_reset_peaks_locked(pl_device *d)
     d->reserved_since = ps.reserved.current;
     d->requested.peak = d->requested.current;
     d->blocks.peak = d->blocks.current;
-    d->device_used_peak = 0;
+    atomic_store_explicit(&d->device_used_peak, 0, memory_order_relaxed);
 }
 
 static int64_t peak_since(int64_t policy_peak, int64_t base, int64_t since)
@@ -108,7 +114,10 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
     out->valid = ps.valid;
     out->requested_current = d->requested.current;
     out->requested_peak = d->requested.peak;
-    out->allocated_current = ps.allocated.current;
+    /* A graph's private pools are the library's own blocks beside the
+     * policy's; their segments come from the same upstream, whose held
+     * bytes are the policy's reserved bytes (cmb_upstream.h). */
+    out->allocated_current = ps.allocated.current + (int64_t)d->pools_allocated;
     out->reserved_current = ps.reserved.current;
     if (d->peaks_reset) {
         out->allocated_peak = peak_since(ps.allocated.peak, d->allocated_base, d->allocated_since);
@@ -117,6 +126,10 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
         out->allocated_peak = ps.allocated.peak;
         out->reserved_peak = ps.reserved.peak;
     }
+    if (out->allocated_peak < out->allocated_current)
+        out->allocated_peak = out->allocated_current;
+    if (out->reserved_peak < out->reserved_current)
+        out->reserved_peak = out->reserved_current;
     out->blocks_current = d->blocks.current;
     out->blocks_peak = d->blocks.peak;
     out->largest_free = (int64_t)ps.largest_free;
@@ -135,7 +148,7 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
     out->ooms = d->ooms;
     out->bad_frees = d->bad_frees;
     out->streams = (int64_t)d->n_streams - 1 + d->null_stream_used;
-    out->device_used_peak = d->device_used_peak;
+    out->device_used_peak = atomic_load_explicit(&d->device_used_peak, memory_order_relaxed);
     out->device_free_at_create = d->free_at_create;
     out->device_total = d->total;
 }

@@ -11,6 +11,7 @@
  * (c10/cuda/CUDACachingAllocator.cpp, CUDAGuard in malloc/free). Every
  * later call on a device holds only that device's mutex.
  */
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -327,10 +328,28 @@ pl_device *_cmb_pl_ready(int device)
     return atomic_load_explicit(&d->state, memory_order_acquire) == PL_READY ? d : NULL;
 }
 
+/* glibc's adaptive mutex spins a while before it sleeps: the calls it
+ * guards are short, and a sleeping waiter costs a futex wake per handoff. */
+static int init_lock(pthread_mutex_t *lock)
+{
+    pthread_mutexattr_t a;
+    int rc = pthread_mutexattr_init(&a);
+#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
+    if (!rc)
+        pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    if (!rc)
+        rc = pthread_mutex_init(lock, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc;
+}
+
 static void release_tables(pl_device *d)
 {
     cmb_hashmap_free(&d->live);
     cmb_hashmap_free(&d->stream_ids);
+    cmb_hashmap_free(&d->uses);
+    cmb_hashmap_free(&d->pool_of);
     free(d->slots);
     free(d->free_slots);
     free(d->streams);
@@ -341,7 +360,8 @@ static void release_tables(pl_device *d)
 
 static int init_tables(pl_device *d)
 {
-    if (cmb_hashmap_init(&d->live, 4096) || cmb_hashmap_init(&d->stream_ids, 16))
+    if (cmb_hashmap_init(&d->live, 4096) || cmb_hashmap_init(&d->stream_ids, 16) ||
+        cmb_hashmap_init(&d->uses, 16) || cmb_hashmap_init(&d->pool_of, 64))
         return -1;
     d->cap_streams = 16;
     d->streams = calloc(d->cap_streams, sizeof *d->streams);
@@ -355,10 +375,18 @@ static void read_free_at_create(void *ctx, cmb_upstream *up)
 {
     pl_device *d = ctx;
     size_t fb = 0, tb = 0;
-    if (cmb_up_mem_info(up, &fb, &tb) == CMB_OK) {
-        d->free_at_create = (int64_t)fb;
-        d->total = (int64_t)tb;
+    uint64_t cap;
+    if (cmb_up_mem_info(up, &fb, &tb) != CMB_OK)
+        return;
+    d->total_unfractioned = (int64_t)tb;
+    /* A memory fraction set before the first allocation caps the upstream
+     * before the policy sizes itself from it. */
+    if ((cap = _cmb_pl_fraction_cap(d->ordinal, tb)) != 0) {
+        cmb_upstream_set_cap(up, cap);
+        cmb_up_mem_info(up, &fb, &tb);
     }
+    d->free_at_create = (int64_t)fb;
+    d->total = (int64_t)tb;
 }
 
 /* Opens the upstream and creates the policy for device d through the
@@ -396,8 +424,9 @@ static int create_device(pl_device *d, int device, char *err, size_t errlen)
     memset((char *)d + offsetof(pl_device, lock), 0, sizeof *d - offsetof(pl_device, lock));
     d->ordinal = device;
     d->real = cfg.kind != CMB_UPSTREAM_SIM;
+    d->capacity = cfg.capacity;
     snprintf(d->spec, sizeof d->spec, "%s", cfg.spec->text);
-    if (pthread_mutex_init(&d->lock, NULL) || init_tables(d)) {
+    if (init_lock(&d->lock) || init_tables(d)) {
         snprintf(err, errlen, "host out of memory");
         goto out_tables;
     }
@@ -420,8 +449,7 @@ out_tables:
     return -1;
 }
 
-/* The device's instance, created on first use. NULL after printing why. */
-static pl_device *get_device(int device)
+pl_device *_cmb_pl_get_device(int device)
 {
     char err[PL_ERR_LEN];
     pl_device *d = _cmb_pl_ready(device);
@@ -476,9 +504,13 @@ static int stream_id(pl_device *d, void *stream, uint32_t *id)
         *id = 0;
         return 0;
     }
+    if (stream == d->last_stream) {
+        *id = d->last_sid;
+        return 0;
+    }
     if (cmb_hashmap_get(&d->stream_ids, (uint64_t)(uintptr_t)stream, &v)) {
         *id = (uint32_t)v;
-        return 0;
+        goto out_remember;
     }
     if (d->n_streams == d->cap_streams) {
         void **grown = realloc(d->streams, 2 * d->cap_streams * sizeof *grown);
@@ -491,6 +523,9 @@ static int stream_id(pl_device *d, void *stream, uint32_t *id)
         return -1;
     d->streams[d->n_streams] = stream;
     *id = d->n_streams++;
+out_remember:
+    d->last_stream = stream;
+    d->last_sid = *id;
     return 0;
 }
 
@@ -516,13 +551,29 @@ static int slot_new(pl_device *d, uint32_t *slot)
     return 0;
 }
 
+/* Enters a block in the table (the CuPy and generic paths, and every path
+ * while a trace records). 0, or -1 on host out of memory. */
+static int table_put(pl_device *d, void *p, size_t size, uint32_t sid)
+{
+    uint32_t slot;
+    if (slot_new(d, &slot))
+        return -1;
+    if (cmb_hashmap_put(&d->live, (uint64_t)(uintptr_t)p, slot)) {
+        d->free_slots[d->n_free_slots++] = slot;
+        return -1;
+    }
+    d->slots[slot] = (pl_slot){.size = size, .stream_id = sid, .trace_gen = d->trace ? d->trace_gen : 0};
+    return 0;
+}
+
 /* --- allocation ---------------------------------------------------------------------------------- */
 
-static void report_oom(pl_device *d, size_t size, cmb_status st)
+void _cmb_pl_report_oom(pl_device *d, size_t size, int status, const char *extra)
 {
     char want[32], res[32], live[32], cap[32] = "?";
     cmb_alloc_stats ps = {0};
-    const char *why = d->m->last_error ? d->m->last_error(d->policy) : NULL;
+    cmb_status st = (cmb_status)status;
+    const char *why = extra ? extra : d->m->last_error ? d->m->last_error(d->policy) : NULL;
     d->m->stats(d->policy, &ps);
     if (d->total)
         cmb_format_size((uint64_t)d->total, cap, sizeof cap);
@@ -538,11 +589,12 @@ static void explain_oom(pl_device *d, size_t size, void *stream);
 
 /* A pointer the policy must not have given: NULL, or a block still live
  * (a plug-in that breaks the contract). The program never sees it; the
- * policy keeps it, as a free of it would free the live block. */
+ * policy keeps it, as a free of it would free the live block. Only blocks
+ * in the table can be checked: PyTorch's own table refuses a duplicate. */
 static int refuse_pointer(pl_device *d, const void *p, size_t size)
 {
     uint64_t v;
-    if (p && !cmb_hashmap_get(&d->live, (uint64_t)(uintptr_t)p, &v))
+    if (p && !(d->live.count && cmb_hashmap_get(&d->live, (uint64_t)(uintptr_t)p, &v)))
         return 0;
     d->ooms++;
     _cmb_pl_error(1, "device %d: %s returned %s for %zu B: refused (allocator contract broken)", d->ordinal,
@@ -550,60 +602,104 @@ static int refuse_pointer(pl_device *d, const void *p, size_t size)
     return 1;
 }
 
-static void *alloc_locked(pl_device *d, size_t size, void *stream)
+/* A request no GPU of this device's size could hold is out of memory
+ * whatever the policy would answer (cudaMalloc of 16 TiB is an invalid
+ * value to some drivers, and a policy may report it as a CUDA error). */
+static int too_large(pl_device *d, size_t size)
 {
-    uint32_t sid, slot;
-    void *p = NULL;
-    int64_t held_before = d->up ? d->up->stats.held_current : 0;
-    if (!cmb_size_request_ok(size)) {
-        d->ooms++;
+    if (cmb_size_request_ok(size) && !(d->up && d->total > 0 && size > (uint64_t)d->total))
+        return 0;
+    d->ooms++;
+    if (!cmb_size_request_ok(size))
         _cmb_pl_error(1, "out of memory on device %d: %zu B under %s: " CMB_SIZE_TOO_LARGE_REASON, d->ordinal,
                       size, d->spec);
-        return NULL;
+    else
+        _cmb_pl_report_oom(d, size, CMB_ERR_OOM, "larger than the whole device");
+    return 1;
+}
+
+static cmb_status policy_allocate(pl_device *d, size_t size, void *stream, void **p)
+{
+    cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
+    if (st != CMB_OK && d->n_deferred) {
+        /* As PyTorch's allocator synchronizes its pending events before it
+         * gives up: blocks waiting on other streams' work may serve it. */
+        _cmb_pl_collect_deferred(d, 1);
+        st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
     }
-    if (stream_id(d, stream, &sid) || slot_new(d, &slot)) {
+    return st;
+}
+
+static void *alloc_locked(pl_device *d, size_t size, void *stream, int keep, int *grew)
+{
+    uint32_t sid = 0;
+    void *p = NULL;
+    int64_t held_before = d->up ? d->up->stats.held_current : 0;
+    if (too_large(d, size))
+        return NULL;
+    if (d->n_deferred)
+        _cmb_pl_collect_deferred(d, 0);
+    if (stream_id(d, stream, &sid)) {
         d->ooms++;
-        _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
+        _cmb_pl_error(1, "device %d: host out of memory for the stream table", d->ordinal);
         return NULL;
     }
-    cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, &p);
+    cmb_status st = policy_allocate(d, size, stream, &p);
     if (st != CMB_OK) {
-        d->free_slots[d->n_free_slots++] = slot;
         d->ooms++;
         if (d->real)
             _cmb_pl_clear_error();
-        report_oom(d, size, st);
+        _cmb_pl_report_oom(d, size, st, NULL);
         explain_oom(d, size, stream);
         return NULL;
     }
-    if (refuse_pointer(d, p, size)) {
-        d->free_slots[d->n_free_slots++] = slot;
+    if (refuse_pointer(d, p, size))
         return NULL;
-    }
-    if (cmb_hashmap_put(&d->live, (uint64_t)(uintptr_t)p, slot)) {
+    if ((keep || d->trace) && table_put(d, p, size, sid)) {
         d->m->deallocate(d->policy, p, size, (cmb_stream)stream);
-        d->free_slots[d->n_free_slots++] = slot;
         d->ooms++;
         _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
         return NULL;
     }
-    d->slots[slot] = (pl_slot){.size = size, .stream_id = sid, .trace_gen = d->trace ? d->trace_gen : 0};
     d->allocs++;
     cmb_stat_increase(&d->requested, (int64_t)size);
     cmb_stat_increase(&d->blocks, 1);
-    _cmb_pl_after_alloc(d, held_before);
+    *grew = _cmb_pl_after_alloc(d, held_before);
     if (d->trace)
         _cmb_pl_trace_alloc(d, p, size, sid);
     return p;
 }
 
-void *_cmb_pl_malloc(size_t size, int device, void *stream)
+/* A private pool's allocation (a CUDA graph being captured, a MemPool
+ * context): counted as any other, never traced (a replay has no pools). */
+static void *pool_alloc_locked(pl_device *d, size_t size, void *stream, int *taken)
+{
+    void *p = NULL;
+    if (too_large(d, size)) {
+        *taken = 1;
+        return NULL;
+    }
+    *taken = _cmb_pl_pool_alloc(d, size, stream, &p);
+    if (!*taken)
+        return NULL;
+    if (!p) {
+        d->ooms++;
+        return NULL;
+    }
+    d->allocs++;
+    cmb_stat_increase(&d->requested, (int64_t)size);
+    cmb_stat_increase(&d->blocks, 1);
+    return p;
+}
+
+void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
 {
     char err[PL_ERR_LEN];
-    int saved = -1;
+    int saved = -1, grew = 0, taken = 0;
+    void *p = NULL;
     if (!size)
         return NULL; /* as PyTorch's and CuPy's own allocators answer 0 bytes */
-    pl_device *d = get_device(device);
+    pl_device *d = _cmb_pl_get_device(device);
     if (!d)
         return NULL;
     if (d->real && _cmb_pl_enter(device, &saved, err, sizeof err)) {
@@ -611,8 +707,13 @@ void *_cmb_pl_malloc(size_t size, int device, void *stream)
         return NULL;
     }
     pthread_mutex_lock(&d->lock);
-    void *p = alloc_locked(d, size, stream);
+    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+        p = pool_alloc_locked(d, size, stream, &taken);
+    if (!taken)
+        p = alloc_locked(d, size, stream, keep, &grew);
     pthread_mutex_unlock(&d->lock);
+    if (grew)
+        _cmb_pl_sample_device(d); /* cudaMemGetInfo: microseconds, never under the lock */
     if (d->real)
         _cmb_pl_leave(saved);
     return p;
@@ -630,36 +731,60 @@ static void bad_free(pl_device *d, const char *fmt, const void *ptr)
     }
 }
 
-static void free_locked(pl_device *d, void *ptr, size_t size)
+void _cmb_pl_release_locked(pl_device *d, void *ptr, uint64_t size, void *stream)
 {
-    uint64_t slot;
-    if (!cmb_hashmap_remove(&d->live, (uint64_t)(uintptr_t)ptr, &slot)) {
-        bad_free(d, "free of %p on device %d, which this library did not allocate or already freed (ignored)",
-                 ptr);
+    if (d->pool_of.count && _cmb_pl_pool_free(d, ptr, stream))
         return;
-    }
-    pl_slot s = d->slots[slot];
-    d->free_slots[d->n_free_slots++] = (uint32_t)slot;
-    if (size && size != s.size)
-        _cmb_pl_error(0, "free of %p with size %zu, allocated with %llu (the allocation's size is used)", ptr,
-                      size, (unsigned long long)s.size);
-    /* A block goes back on the stream it was allocated on: PyTorch passes
-     * that stream to free, CuPy passes none. */
-    cmb_status st = d->m->deallocate(d->policy, ptr, (size_t)s.size, (cmb_stream)d->streams[s.stream_id]);
+    cmb_status st = d->m->deallocate(d->policy, ptr, (size_t)size, (cmb_stream)stream);
     if (st != CMB_OK) {
         if (d->real)
             _cmb_pl_clear_error();
         bad_free(d, "the allocator refused the free of %p on device %d", ptr);
-        return;
     }
-    d->frees++;
-    cmb_stat_decrease(&d->requested, (int64_t)s.size);
-    cmb_stat_decrease(&d->blocks, 1);
-    if (d->trace && s.trace_gen == d->trace_gen)
-        _cmb_pl_trace_free(d, ptr, s.stream_id);
 }
 
-void _cmb_pl_free(void *ptr, size_t size, int device)
+/* Looks the block up when the caller cannot say its size and stream (or a
+ * trace must know whether it saw the allocation). 1 found (and removed),
+ * 0 not in the table. */
+static int table_take(pl_device *d, void *ptr, pl_slot *out)
+{
+    uint64_t slot;
+    if (!d->live.count || !cmb_hashmap_remove(&d->live, (uint64_t)(uintptr_t)ptr, &slot))
+        return 0;
+    *out = d->slots[slot];
+    d->free_slots[d->n_free_slots++] = (uint32_t)slot;
+    return 1;
+}
+
+static void free_locked(pl_device *d, void *ptr, size_t size, void *stream, int known)
+{
+    pl_slot s = {0};
+    int in_table = table_take(d, ptr, &s);
+    if (!in_table && !known) {
+        bad_free(d, "free of %p on device %d, which this library did not allocate or already freed (ignored)",
+                 ptr);
+        return;
+    }
+    if (in_table) {
+        if (size && size != s.size)
+            _cmb_pl_error(0, "free of %p with size %zu, allocated with %llu (the allocation's size is used)",
+                          ptr, size, (unsigned long long)s.size);
+        /* A block goes back on the stream it was allocated on: PyTorch
+         * passes that stream to free, CuPy passes none. */
+        size = (size_t)s.size;
+        stream = d->streams[s.stream_id];
+        if (d->trace && s.trace_gen == d->trace_gen)
+            _cmb_pl_trace_free(d, ptr, s.stream_id);
+    }
+    d->frees++;
+    cmb_stat_decrease(&d->requested, (int64_t)size);
+    cmb_stat_decrease(&d->blocks, 1);
+    if (d->uses.count && _cmb_pl_defer_free(d, ptr, size, stream))
+        return;
+    _cmb_pl_release_locked(d, ptr, size, stream);
+}
+
+void _cmb_pl_free(void *ptr, size_t size, int device, void *stream, int known)
 {
     char err[PL_ERR_LEN];
     int saved = -1;
@@ -675,7 +800,7 @@ void _cmb_pl_free(void *ptr, size_t size, int device)
         return;
     }
     pthread_mutex_lock(&d->lock);
-    free_locked(d, ptr, size);
+    free_locked(d, ptr, size, stream, known && size);
     pthread_mutex_unlock(&d->lock);
     if (d->real)
         _cmb_pl_leave(saved);
@@ -683,13 +808,13 @@ void _cmb_pl_free(void *ptr, size_t size, int device)
 
 void *cmb_pluggable_malloc(size_t size, int device, void *stream)
 {
-    return _cmb_pl_malloc(size, device, stream);
+    return _cmb_pl_malloc(size, device, stream, 1);
 }
 
 void cmb_pluggable_free(void *ptr, size_t size, int device, void *stream)
 {
     (void)stream;
-    _cmb_pl_free(ptr, size, device);
+    _cmb_pl_free(ptr, size, device, NULL, 0);
 }
 
 /* --- statistics and control ----------------------------------------------------------------------- */
@@ -744,7 +869,10 @@ static void trim_locked(pl_device *d)
 {
     char err[PL_ERR_LEN];
     int saved = -1;
-    if (!d->m->trim)
+    if (d->n_deferred)
+        _cmb_pl_collect_deferred(d, 0);
+    /* A trim frees memory (cudaFree synchronizes): never while a graph captures. */
+    if (!d->m->trim || atomic_load_explicit(&d->pools_active, memory_order_relaxed))
         return;
     if (d->real && _cmb_pl_enter(d->ordinal, &saved, err, sizeof err)) {
         _cmb_pl_error(1, "%s", err);

@@ -19,7 +19,7 @@ if nm --defined-only "$lib" 2>/dev/null | grep -q ' [Tt] cudaMalloc$'; then
     fail=1
 fi
 extra=$(nm -D --defined-only "$lib" | awk '$2 ~ /[TDBRVW]/ {print $3}' |
-        grep -v -E '^(cmb_pluggable_[a-z_]+|cmb_torch_(malloc|free)|cmb_cupy_(malloc|free))$' |
+        grep -v -E '^(cmb_pluggable_[a-z_]+|cmb_torch_[a-z_]+|cmb_cupy_(malloc|free))$' |
         grep -v -E '^(_init|_fini|_edata|_end|__bss_start)$')
 if [ -n "$extra" ]; then
     echo "FAIL: $lib exports more than its API:" >&2

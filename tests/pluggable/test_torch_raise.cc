@@ -39,7 +39,9 @@ int main()
     try {
         alloc_fn(1ull << 32, 0, nullptr);
     } catch (const std::runtime_error &e) {
-        raised = std::strstr(e.what(), "cumembench pluggable: out of memory on device 0") != nullptr;
+        /* PyTorch's own words first (what batch-size finders look for), then the account */
+        raised = std::strncmp(e.what(), "CUDA out of memory. ", 20) == 0 &&
+                 std::strstr(e.what(), "cumembench pluggable: out of memory on device 0") != nullptr;
         if (!raised)
             std::fprintf(stderr, "unexpected message: %s\n", e.what());
     }

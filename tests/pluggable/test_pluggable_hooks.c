@@ -1,0 +1,379 @@
+/* test_pluggable_hooks.c - libcmb_pluggable's side of PyTorch's contract
+ * beyond malloc and free, over the sim upstream: record_stream (a block
+ * freed while a held stream's work may still read it is not reused until
+ * that work is done, with the sim's events held pending), the private pools
+ * of CUDA graphs, the memory fraction, the out-of-memory account, the
+ * statistics with pools, and all of it from threads at once (the test that
+ * ThreadSanitizer runs in CI).
+ *
+ * Instances are per device and live for the process: each test uses its
+ * own device ordinal. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pluggable/cmb_pluggable.h"
+
+#define MiB (1ull << 20)
+#define STREAM(n) ((void *)(uintptr_t)(0x5000 + (n)))
+
+static cmb_pluggable_memstats stats_of(int device)
+{
+    cmb_pluggable_memstats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    assert_int_equal(cmb_pluggable_stats(device, &s), 0);
+    return s;
+}
+
+static void configure_ok(const char *spec, uint64_t capacity)
+{
+    if (cmb_pluggable_configure(spec) || cmb_pluggable_set_capacity(capacity))
+        fail_msg("configure(%s): %s", spec, cmb_pluggable_last_error());
+}
+
+static void expect_error(const char *words)
+{
+    const char *err = cmb_pluggable_last_error();
+    if (!strstr(err, words))
+        fail_msg("expected '%s' in: %s", words, err);
+    assert_null(strchr(err, '\n'));
+}
+
+/* --- record_stream ------------------------------------------------------------------ */
+
+/* bfc ignores streams: without record_stream a freed block is the next
+ * allocation's at once; with it, not before the other stream's work is done. */
+static void record_stream_defers_reuse(void **state)
+{
+    (void)state;
+    const int dev = 1;
+    void *a = STREAM(1), *b = STREAM(2);
+    configure_ok("bfc@sim", 0);
+    void *p = cmb_torch_malloc(MiB, dev, a);
+    assert_non_null(p);
+    cmb_torch_free(p, MiB, dev, a);
+    void *q = cmb_torch_malloc(MiB, dev, a);
+    assert_ptr_equal(q, p); /* the control: reused at once */
+
+    assert_int_equal(cmb_pluggable_record_stream(q, dev, b), 0);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 1), 0); /* b's kernels still read q */
+    cmb_torch_free(q, MiB, dev, a);
+    void *r = cmb_torch_malloc(MiB, dev, a);
+    assert_non_null(r);
+    assert_ptr_not_equal(r, q); /* not reused while b's work is pending */
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.requested_current, (int64_t)MiB); /* q is dead to the program */
+    assert_true(s.allocated_current >= (int64_t)(2 * MiB)); /* but still held */
+
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 0), 0); /* b's work done */
+    void *t = cmb_torch_malloc(MiB, dev, a);
+    assert_ptr_equal(t, q); /* back to the policy at the next allocation */
+    cmb_torch_free(r, MiB, dev, a);
+    cmb_torch_free(t, MiB, dev, a);
+    s = stats_of(dev);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.bad_frees, 0);
+}
+
+/* Recorded on its own stream only: nothing to wait for. */
+static void record_on_own_stream_is_free(void **state)
+{
+    (void)state;
+    const int dev = 2;
+    void *a = STREAM(3);
+    configure_ok("bfc@sim", 0);
+    void *p = cmb_torch_malloc(MiB, dev, a);
+    assert_int_equal(cmb_pluggable_record_stream(p, dev, a), 0);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(a, 1), 0);
+    cmb_torch_free(p, MiB, dev, a);
+    void *q = cmb_torch_malloc(MiB, dev, a);
+    assert_ptr_equal(q, p);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(a, 0), 0);
+    cmb_torch_free(q, MiB, dev, a);
+    assert_int_equal(cmb_pluggable_record_stream(NULL, dev, a), 0);
+    assert_int_equal(cmb_pluggable_record_stream(p, 50, a), -1); /* no instance there */
+}
+
+/* An allocation that would fail waits for the pending work first, as
+ * PyTorch's allocator synchronizes its events before it gives up. */
+static void out_of_memory_waits_for_deferred(void **state)
+{
+    (void)state;
+    const int dev = 3;
+    void *a = STREAM(4), *b = STREAM(5);
+    configure_ok("cuda@sim", 3 * MiB); /* cudaMalloc/cudaFree per block: nothing cached */
+    void *p = cmb_torch_malloc(2 * MiB, dev, a);
+    assert_non_null(p);
+    assert_int_equal(cmb_pluggable_record_stream(p, dev, b), 0);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 1), 0);
+    cmb_torch_free(p, 2 * MiB, dev, a);
+    void *q = cmb_torch_malloc(2 * MiB, dev, a);
+    assert_non_null(q); /* fits only once p went back */
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.ooms, 0);
+    assert_true(s.reserved_peak <= (int64_t)(3 * MiB));
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 0), 0);
+    cmb_torch_free(q, 2 * MiB, dev, a);
+}
+
+/* The CuPy and generic pair (sizes from the library's table) defer too. */
+static void record_stream_generic_pair(void **state)
+{
+    (void)state;
+    const int dev = 4;
+    void *b = STREAM(6);
+    configure_ok("bfc@sim", 0);
+    void *p = cmb_cupy_malloc(NULL, MiB, dev);
+    assert_int_equal(cmb_pluggable_record_stream(p, dev, b), 0);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 1), 0);
+    cmb_cupy_free(NULL, p, dev);
+    void *q = cmb_cupy_malloc(NULL, MiB, dev);
+    assert_ptr_not_equal(q, p);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 0), 0);
+    cmb_pluggable_empty_cache(dev); /* collects the deferred block too */
+    cmb_cupy_free(NULL, q, dev);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+}
+
+/* --- graph pools ---------------------------------------------------------------------- */
+
+static int only_stream(void *ctx, void *stream)
+{
+    return stream == ctx;
+}
+
+static int filter_freed;
+static void count_free(void *ctx)
+{
+    (void)ctx;
+    filter_freed++;
+}
+
+static void graph_pool_private(void **state)
+{
+    (void)state;
+    const int dev = 5;
+    void *cap = STREAM(7), *other = STREAM(8);
+    configure_ok("torch-caching@sim", 0);
+    void *before = cmb_torch_malloc(MiB, dev, other);
+    cmb_torch_free(before, MiB, dev, other); /* cached by the policy */
+    int64_t reserved0 = stats_of(dev).reserved_current;
+
+    filter_freed = 0;
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 1, 0, only_stream, cap, count_free), 0);
+    void *g1 = cmb_torch_malloc(MiB, dev, cap);    /* captured: the pool's */
+    void *n1 = cmb_torch_malloc(MiB, dev, other);  /* another stream: the policy's */
+    assert_non_null(g1);
+    assert_ptr_not_equal(g1, before); /* never the policy's cached block */
+    assert_ptr_equal(n1, before);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.reserved_current, reserved0 + (int64_t)MiB);
+    assert_int_equal(s.allocated_current, (int64_t)(2 * MiB));
+    cmb_torch_free(g1, MiB, dev, cap);
+    void *g2 = cmb_torch_malloc(MiB, dev, cap); /* the pool reuses its own */
+    assert_ptr_equal(g2, g1);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 1, 0), 0);
+    assert_int_equal(filter_freed, 1);
+
+    void *after = cmb_torch_malloc(MiB, dev, cap); /* capture over: the policy's */
+    assert_ptr_not_equal(after, g1);
+    cmb_torch_free(after, MiB, dev, cap);
+    cmb_torch_free(n1, MiB, dev, other);
+    /* Released while g2 is live: its memory stays until g2 is freed. */
+    int64_t reserved1 = stats_of(dev).reserved_current;
+    assert_int_equal(cmb_pluggable_pool_release(dev, 1, 0), 0);
+    assert_int_equal(stats_of(dev).reserved_current, reserved1);
+    cmb_torch_free(g2, MiB, dev, cap);
+    s = stats_of(dev);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.bad_frees, 0);
+    assert_int_equal(s.reserved_current, reserved1 - (int64_t)MiB); /* the pool's segment went back */
+    assert_int_equal(cmb_pluggable_pool_end(dev, 1, 0), -1); /* gone */
+    assert_int_equal(cmb_pluggable_pool_release(dev, 9, 9), -1);
+}
+
+/* A MemPool context: no filter, every allocation of the device. The pool
+ * lives on after its end; a later begin with the same id reuses it. */
+static void mem_pool_context(void **state)
+{
+    (void)state;
+    const int dev = 6;
+    configure_ok("rmm-pool@sim", 0);
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 0, 7, NULL, NULL, NULL), 0);
+    void *p = cmb_torch_malloc(4096, dev, NULL);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 0, 7), 0);
+    cmb_torch_free(p, 4096, dev, NULL);
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 0, 7, NULL, NULL, NULL), 0);
+    void *q = cmb_torch_malloc(4000, dev, NULL); /* rounds to the same 4096 */
+    assert_ptr_equal(q, p);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 0, 7), 0);
+    cmb_torch_free(q, 4000, dev, NULL);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 0, 7), 0);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.allocs, s.frees);
+}
+
+/* record_stream during a capture: the free's events wait for its end. */
+static void deferred_across_capture(void **state)
+{
+    (void)state;
+    const int dev = 7;
+    void *a = STREAM(9), *b = STREAM(10), *cap = STREAM(11);
+    configure_ok("bfc@sim", 0);
+    void *p = cmb_torch_malloc(MiB, dev, a);
+    assert_int_equal(cmb_pluggable_record_stream(p, dev, b), 0);
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 2, 0, only_stream, cap, NULL), 0);
+    cmb_torch_free(p, MiB, dev, a); /* no event may be recorded now */
+    void *q = cmb_torch_malloc(MiB, dev, a);
+    assert_ptr_not_equal(q, p);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 2, 0), 0); /* records b's event: b is idle */
+    void *r = cmb_torch_malloc(MiB, dev, a);
+    assert_ptr_equal(r, p);
+    cmb_torch_free(q, MiB, dev, a);
+    cmb_torch_free(r, MiB, dev, a);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 2, 0), 0);
+}
+
+/* --- memory fraction ------------------------------------------------------------------ */
+
+static void memory_fraction_caps(void **state)
+{
+    (void)state;
+    const int dev = 8;
+    configure_ok("cuda@sim", 64 * MiB);
+    assert_int_equal(cmb_pluggable_set_memory_fraction(1.5, dev), -1);
+    expect_error("fraction is in [0, 1]");
+    assert_int_equal(cmb_pluggable_set_memory_fraction(0.25, dev), 0); /* before the first allocation */
+    void *p = cmb_torch_malloc(12 * MiB, dev, NULL);
+    assert_non_null(p);
+    assert_null(cmb_torch_malloc(8 * MiB, dev, NULL)); /* 20 MiB > 16 MiB */
+    expect_error("out of memory on device 8");
+    assert_int_equal(stats_of(dev).device_total, (int64_t)(16 * MiB));
+    assert_int_equal(cmb_pluggable_set_memory_fraction(0.5, dev), 0); /* on a live instance */
+    void *q = cmb_torch_malloc(8 * MiB, dev, NULL);
+    assert_non_null(q);
+    assert_null(cmb_torch_malloc(16 * MiB, dev, NULL));
+    assert_int_equal(cmb_pluggable_set_memory_fraction(1, dev), 0); /* back to CMB_CAPACITY's 64 MiB */
+    void *r = cmb_torch_malloc(16 * MiB, dev, NULL);
+    assert_non_null(r);
+    assert_int_equal(stats_of(dev).device_total, (int64_t)(64 * MiB));
+    cmb_torch_free(p, 12 * MiB, dev, NULL);
+    cmb_torch_free(q, 8 * MiB, dev, NULL);
+    cmb_torch_free(r, 16 * MiB, dev, NULL);
+    cmb_pluggable_set_capacity(0);
+}
+
+/* --- out of memory -------------------------------------------------------------------- */
+
+/* A request beyond the whole device is out of memory under every policy,
+ * never "CUDA error", with the account. */
+static void larger_than_the_device(void **state)
+{
+    (void)state;
+    static const char *specs[] = {"rmm-pool@sim", "torch-caching@sim", "bfc@sim", "cmb@sim"};
+    for (int i = 0; i < 4; i++) {
+        const int dev = 10 + i;
+        configure_ok(specs[i], 0);
+        assert_null(cmb_torch_malloc(16ull << 40, dev, NULL));
+        char want[128];
+        snprintf(want, sizeof want, "out of memory on device %d: 16.00 TiB under %s (", dev, specs[i]);
+        expect_error(want);
+        expect_error("larger than the whole device");
+        assert_int_equal(stats_of(dev).ooms, 1);
+    }
+}
+
+/* --- threads ---------------------------------------------------------------------------- */
+
+typedef struct hook_worker {
+    int device, id;
+    long ops;
+    int failures;
+} hook_worker;
+
+/* Each thread allocates on its stream, records every fourth block on a
+ * neighbour's stream, frees, and reads statistics. */
+static void *hook_work(void *arg)
+{
+    hook_worker *w = arg;
+    void *live[16] = {0};
+    size_t sz[16] = {0};
+    void *mine = STREAM(100 + w->id), *next = STREAM(100 + (w->id + 1) % 4);
+    uint64_t rng = 0x2545f4914f6cdd1dull * (uint64_t)(w->id + 1);
+    for (long i = 0; i < w->ops; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        int k = (int)(rng % 16);
+        if (live[k]) {
+            cmb_torch_free(live[k], sz[k], w->device, mine);
+            live[k] = NULL;
+            continue;
+        }
+        sz[k] = 512 + (size_t)((rng >> 8) % MiB);
+        if (!(live[k] = cmb_torch_malloc(sz[k], w->device, mine))) {
+            w->failures++;
+            continue;
+        }
+        if (i % 4 == 0 && cmb_pluggable_record_stream(live[k], w->device, next))
+            w->failures++;
+        if (i % 512 == 0)
+            (void)stats_of(w->device);
+    }
+    for (int k = 0; k < 16; k++)
+        if (live[k])
+            cmb_torch_free(live[k], sz[k], w->device, mine);
+    return NULL;
+}
+
+static void threads_with_hooks(void **state)
+{
+    (void)state;
+    const int dev = 20, n = 4;
+    hook_worker w[4];
+    pthread_t t[4];
+    configure_ok("torch-caching@sim", 0);
+    for (int i = 0; i < n; i++) {
+        w[i] = (hook_worker){.device = dev, .id = i, .ops = 4000};
+        assert_int_equal(pthread_create(&t[i], NULL, hook_work, &w[i]), 0);
+    }
+    /* The main thread holds a stream, captures into a pool and resets peaks meanwhile. */
+    for (int r = 0; r < 50; r++) {
+        cmb_pluggable_sim_hold_stream(STREAM(101), r % 2);
+        cmb_pluggable_pool_begin(dev, 3, (uint64_t)r, only_stream, STREAM(999), NULL);
+        cmb_pluggable_pool_end(dev, 3, (uint64_t)r);
+        cmb_pluggable_pool_release(dev, 3, (uint64_t)r);
+        cmb_pluggable_reset_peaks(dev);
+    }
+    cmb_pluggable_sim_hold_stream(STREAM(101), 0);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    cmb_pluggable_empty_cache(dev);
+    cmb_pluggable_memstats s = stats_of(dev);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(w[i].failures, 0);
+    assert_int_equal(s.allocs, s.frees);
+    assert_int_equal(s.requested_current, 0);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.bad_frees, 0);
+}
+
+int main(void)
+{
+    setenv("CMB_PLUGGABLE_ALLOW_SIM", "1", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(record_stream_defers_reuse),  cmocka_unit_test(record_on_own_stream_is_free),
+        cmocka_unit_test(out_of_memory_waits_for_deferred), cmocka_unit_test(record_stream_generic_pair),
+        cmocka_unit_test(graph_pool_private),          cmocka_unit_test(mem_pool_context),
+        cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(memory_fraction_caps),
+        cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
