@@ -206,6 +206,20 @@ CMB_PL_API int cmb_pluggable_trace_stop(void);
 
 #ifdef __cplusplus
 }
+
+/* PyTorch's graph-pool hooks, with the C++ types torch/csrc/cuda/Module.cpp
+ * casts their addresses to (MempoolId_t is this pair; cudaStream_t is
+ * CUstream_st *). Defined in torch_entry.cc; C callers use the
+ * cmb_pluggable_pool_* calls above. */
+#include <functional>
+#include <utility>
+struct CUstream_st;
+extern "C" {
+CMB_PL_API void cmb_torch_begin_allocate_to_pool_fn(int device, std::pair<unsigned long long, unsigned long long> id,
+                                                    std::function<bool(CUstream_st *)> filter);
+CMB_PL_API void cmb_torch_end_allocate_to_pool_fn(int device, std::pair<unsigned long long, unsigned long long> id);
+CMB_PL_API void cmb_torch_release_pool_fn(int device, std::pair<unsigned long long, unsigned long long> id);
+}
 #endif
 
 #endif /* CMB_PLUGGABLE_H */

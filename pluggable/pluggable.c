@@ -607,7 +607,8 @@ static int refuse_pointer(pl_device *d, const void *p, size_t size)
  * value to some drivers, and a policy may report it as a CUDA error). */
 static int too_large(pl_device *d, size_t size)
 {
-    if (cmb_size_request_ok(size) && !(d->up && d->total > 0 && size > (uint64_t)d->total))
+    int64_t whole = d->total_unfractioned ? d->total_unfractioned : d->total;
+    if (cmb_size_request_ok(size) && !(d->up && whole > 0 && size > (uint64_t)whole))
         return 0;
     d->ooms++;
     if (!cmb_size_request_ok(size))

@@ -91,19 +91,19 @@ static void drop_filter(void *ctx)
     delete static_cast<cmb_stream_filter *>(ctx);
 }
 
-extern "C" CMB_PL_API void cmb_torch_begin_allocate_to_pool_fn(int device, cmb_mempool_id id, cmb_stream_filter filter)
+extern "C" void cmb_torch_begin_allocate_to_pool_fn(int device, cmb_mempool_id id, cmb_stream_filter filter)
 {
     cmb_stream_filter *ctx = filter ? new cmb_stream_filter(std::move(filter)) : nullptr;
     if (cmb_pluggable_pool_begin(device, id.first, id.second, ctx ? call_filter : nullptr, ctx, drop_filter))
         throw std::runtime_error(std::string("cumembench pluggable: ") + cmb_pluggable_last_error());
 }
 
-extern "C" CMB_PL_API void cmb_torch_end_allocate_to_pool_fn(int device, cmb_mempool_id id)
+extern "C" void cmb_torch_end_allocate_to_pool_fn(int device, cmb_mempool_id id)
 {
     cmb_pluggable_pool_end(device, id.first, id.second);
 }
 
-extern "C" CMB_PL_API void cmb_torch_release_pool_fn(int device, cmb_mempool_id id)
+extern "C" void cmb_torch_release_pool_fn(int device, cmb_mempool_id id)
 {
     cmb_pluggable_pool_release(device, id.first, id.second);
 }

@@ -18,11 +18,42 @@ import ctypes
 import os
 
 __all__ = ["PluggableError", "library_path", "load", "configure", "set_capacity",
-           "install_torch", "install_cupy", "stats", "memory_stats", "reset_peaks",
-           "empty_cache", "trace_start", "trace_stop", "spec"]
+           "install_torch", "torch_mem_pool", "torch_hooks", "install_cupy", "stats", "memory_stats",
+           "reset_peaks", "empty_cache", "set_memory_fraction", "trace_start", "trace_stop", "spec"]
 
 ABI_VERSION = 1
 LIB_NAME = "libcmb_pluggable.so"
+# PyTorch's pair throwing c10::OutOfMemoryError (pluggable/torch_oom), built
+# against the running PyTorch where one is: found beside the library.
+OOM_SHIM_NAME = "libcmb_torch_oom.so"
+
+# The hooks of PyTorch's CUDAPluggableAllocator (torch/csrc/cuda/Module.cpp,
+# PyTorch 2.11: the setters of CUDAPluggableAllocator(...).allocator(), each
+# taking a function's address), and the library's function for each.
+TORCH_HOOKS = (
+    ("set_init_fn", "cmb_torch_init_fn"),
+    ("set_reset_fn", "cmb_torch_reset_fn"),
+    ("set_memory_fraction_fn", "cmb_torch_memory_fraction_fn"),
+    ("set_record_stream_fn", "cmb_torch_record_stream_fn"),
+    ("set_begin_allocate_to_pool", "cmb_torch_begin_allocate_to_pool_fn"),
+    ("set_end_allocate_to_pool_fn", "cmb_torch_end_allocate_to_pool_fn"),
+    ("set_release_pool", "cmb_torch_release_pool_fn"),
+)
+
+# torch.cuda.memory_stats() names for the library's counters. PyTorch's
+# "all" pool is every block; the large/small pools, which are its own
+# caching allocator's, have no counterpart.
+TORCH_STAT_NAMES = (
+    ("requested_bytes.all.current", "requested_current"), ("requested_bytes.all.peak", "requested_peak"),
+    ("allocated_bytes.all.current", "allocated_current"), ("allocated_bytes.all.peak", "allocated_peak"),
+    ("active_bytes.all.current", "allocated_current"), ("active_bytes.all.peak", "allocated_peak"),
+    ("reserved_bytes.all.current", "reserved_current"), ("reserved_bytes.all.peak", "reserved_peak"),
+    ("active.all.current", "blocks_current"), ("active.all.peak", "blocks_peak"),
+    ("allocation.all.current", "blocks_current"), ("allocation.all.peak", "blocks_peak"),
+    ("allocation.all.allocated", "allocs"), ("allocation.all.freed", "frees"),
+    ("segment.all.current", "segments_current"), ("num_alloc_retries", "oom_retries"),
+    ("num_ooms", "ooms"), ("num_device_alloc", "upstream_allocs"), ("num_device_free", "upstream_frees"),
+)
 
 # The counters of cmb_pluggable_memstats after its four 32-bit fields, in order
 # (pluggable/cmb_pluggable.h); all int64.
@@ -49,6 +80,7 @@ _lib = None
 _lib_path = None
 _current_device = None   # set by install_*: the framework's current device
 _keep = []               # objects the frameworks hold only by address
+_hooks = {}              # install_torch: hook -> "wired" or why not
 
 
 def library_path():
@@ -81,6 +113,8 @@ def _declare(lib):
         "cmb_pluggable_empty_cache": ([c.c_int], c.c_int),
         "cmb_pluggable_trace_start": ([c.c_char_p], c.c_int),
         "cmb_pluggable_trace_stop": ([], c.c_int),
+        "cmb_pluggable_set_memory_fraction": ([c.c_double, c.c_int], c.c_int),
+        "cmb_pluggable_record_stream": ([c.c_void_p, c.c_int, c.c_void_p], c.c_int),
         "cmb_torch_malloc": ([c.c_size_t, c.c_int, c.c_void_p], c.c_void_p),
         "cmb_torch_free": ([c.c_void_p, c.c_size_t, c.c_int, c.c_void_p], None),
         "cmb_cupy_malloc": ([c.c_void_p, c.c_size_t, c.c_int], c.c_void_p),
@@ -212,14 +246,53 @@ def _prepare(spec_text, capacity, trace, path):
     return lib
 
 
-def install_torch(spec_text, capacity=None, trace=None, oom="null", path=None, torch_module=None):
+def _address(lib, name):
+    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+
+def _oom_shim():
+    """The c10::OutOfMemoryError shim beside the library, or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(_lib_path)), OOM_SHIM_NAME)
+    return path if os.path.exists(path) else None
+
+
+def _wire_hooks(lib, allocator):
+    """Gives PyTorch every hook its allocator object has a setter for; records
+    which ones it has not (an older PyTorch)."""
+    _hooks.clear()
+    native = allocator.allocator() if hasattr(allocator, "allocator") else None
+    for setter, symbol in TORCH_HOOKS:
+        fn = getattr(native, setter, None) if native is not None else None
+        if fn is None:
+            _hooks[setter] = "not in this PyTorch"
+            continue
+        fn(_address(lib, symbol))
+        _hooks[setter] = "wired"
+
+
+def torch_hooks():
+    """Which of PyTorch's allocator hooks install_torch wired: {setter: "wired" or why not}."""
+    return dict(_hooks)
+
+
+def install_torch(spec_text, capacity=None, trace=None, oom="raise", path=None, torch_module=None,
+                  patch_stats=True):
     """Makes PyTorch allocate CUDA memory through the policy `spec_text`.
 
     Call it before the program's first CUDA allocation (PyTorch refuses to
     swap an allocator that has allocated). capacity: a cap in bytes; trace:
     record the traffic to this file (trace_stop() writes it, or exit does);
-    oom: "null" (cmb_torch_malloc returns NULL when out of memory) or
-    "raise" (it throws, and PyTorch raises RuntimeError). Returns PyTorch's
+    oom: "raise" (default: an allocation the policy cannot serve raises
+    torch.OutOfMemoryError where libcmb_torch_oom.so lies beside the library,
+    else RuntimeError, both starting "CUDA out of memory.") or "null"
+    (cmb_torch_malloc returns NULL, which PyTorch does not check).
+
+    Every hook this PyTorch offers is wired (torch_hooks() says which):
+    Tensor.record_stream, torch.cuda.empty_cache, set_per_process_memory_fraction,
+    CUDA graph capture into private pools. patch_stats: torch.cuda.memory_stats,
+    memory_allocated, max_memory_allocated, memory_reserved,
+    max_memory_reserved and reset_peak_memory_stats answer from the library
+    (PyTorch's own raise for a pluggable allocator). Returns PyTorch's
     allocator object."""
     global _current_device
     if oom not in ("null", "raise"):
@@ -228,7 +301,12 @@ def install_torch(spec_text, capacity=None, trace=None, oom="null", path=None, t
     lib = _prepare(spec_text, capacity, trace, path)
     try:
         _check(lib, lib.cmb_pluggable_set_torch_oom(1 if oom == "raise" else 0))
-        allocator = torch.cuda.memory.CUDAPluggableAllocator(_lib_path, "cmb_torch_malloc", "cmb_torch_free")
+        shim = _oom_shim() if oom == "raise" else None
+        if shim:
+            allocator = torch.cuda.memory.CUDAPluggableAllocator(shim, "cmb_torch_oom_malloc", "cmb_torch_oom_free")
+        else:
+            allocator = torch.cuda.memory.CUDAPluggableAllocator(_lib_path, "cmb_torch_malloc", "cmb_torch_free")
+        _wire_hooks(lib, allocator)
         try:
             torch.cuda.memory.change_current_allocator(allocator)
         except RuntimeError as e:
@@ -238,7 +316,73 @@ def install_torch(spec_text, capacity=None, trace=None, oom="null", path=None, t
         raise
     _current_device = torch.cuda.current_device
     _keep.append(allocator)
+    if patch_stats:
+        _patch_torch_stats(torch)
     return allocator
+
+
+def torch_mem_pool(spec_text, capacity=None, path=None, torch_module=None, **mempool_args):
+    """A torch.cuda.MemPool whose segments come from the policy `spec_text`:
+    PyTorch's own caching allocator stays in charge (its statistics,
+    record_stream, CUDA graphs, empty_cache), and asks the policy only for
+    the segments of this pool (use it with torch.cuda.use_mem_pool(pool)).
+    The policy then sees PyTorch's segment requests (2 MiB, 20 MiB, larger
+    ones rounded), not the tensors. Needs a PyTorch with MemPool(allocator)
+    (2.6 and later). mempool_args go to MemPool (use_on_oom, no_split)."""
+    torch = torch_module or _import("torch", "torch_mem_pool needs PyTorch")
+    if not hasattr(torch.cuda, "MemPool"):
+        raise PluggableError("this PyTorch has no torch.cuda.MemPool (2.6 or later)")
+    lib = _prepare(spec_text, capacity, None, path)
+    # PyTorch's caching allocator reads NULL as cudaErrorMemoryAllocation:
+    # it frees its cached blocks, retries, and raises its own OutOfMemoryError.
+    _check(lib, lib.cmb_pluggable_set_torch_oom(0))
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(_lib_path, "cmb_torch_malloc", "cmb_torch_free")
+    _keep.append(allocator)
+    return torch.cuda.MemPool(allocator.allocator(), **mempool_args)
+
+
+def _torch_device(torch, device):
+    """An ordinal from what torch.cuda's memory functions accept."""
+    if device is None:
+        return int(torch.cuda.current_device())
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        index = int(device.split(":")[1]) if ":" in device else None
+    else:
+        index = getattr(device, "index", None)
+    return int(torch.cuda.current_device()) if index is None else int(index)
+
+
+def _patch_torch_stats(torch):
+    """torch.cuda's statistics functions, answered from the library. Patched
+    in Python because PyTorch 2.11's CUDAPluggableAllocator::getDeviceStats
+    raises and no hook replaces it; the library keeps no libtorch. C++ code
+    that calls getDeviceStats itself still sees PyTorch's refusal."""
+    def memory_stats(device=None):
+        return memory_stats_of(_torch_device(torch, device))
+
+    def memory_allocated(device=None):
+        return stats(_torch_device(torch, device))["allocated_current"]
+
+    def max_memory_allocated(device=None):
+        return stats(_torch_device(torch, device))["allocated_peak"]
+
+    def memory_reserved(device=None):
+        return stats(_torch_device(torch, device))["reserved_current"]
+
+    def max_memory_reserved(device=None):
+        return stats(_torch_device(torch, device))["reserved_peak"]
+
+    def reset_peak_memory_stats(device=None):
+        reset_peaks(_torch_device(torch, device))
+
+    patched = {f.__name__: f for f in (memory_stats, memory_allocated, max_memory_allocated, memory_reserved,
+                                       max_memory_reserved, reset_peak_memory_stats)}
+    for module in (getattr(torch.cuda, "memory", None), torch.cuda):
+        for name, fn in patched.items():
+            if module is not None:
+                setattr(module, name, fn)
 
 
 def install_cupy(spec_text, capacity=None, trace=None, path=None, cupy_module=None):
@@ -292,18 +436,15 @@ def stats(device=None):
     return result
 
 
-def memory_stats(device=None):
-    """The same counters under the names torch.cuda.memory_stats() uses, where it has them."""
+def memory_stats_of(device):
     s = stats(device)
-    names = {
-        "requested_bytes.all.current": "requested_current", "requested_bytes.all.peak": "requested_peak",
-        "allocated_bytes.all.current": "allocated_current", "allocated_bytes.all.peak": "allocated_peak",
-        "reserved_bytes.all.current": "reserved_current", "reserved_bytes.all.peak": "reserved_peak",
-        "active.all.current": "blocks_current", "active.all.peak": "blocks_peak",
-        "segment.all.current": "segments_current", "num_alloc_retries": "oom_retries",
-        "num_ooms": "ooms", "num_device_alloc": "upstream_allocs", "num_device_free": "upstream_frees",
-    }
-    return {torch_name: s[ours] for torch_name, ours in names.items()}
+    return dict(sorted((torch_name, s[ours]) for torch_name, ours in TORCH_STAT_NAMES))
+
+
+def memory_stats(device=None):
+    """The same counters under the names torch.cuda.memory_stats() uses, where it has them
+    (after install_torch, torch.cuda.memory_stats() itself answers this)."""
+    return memory_stats_of(_device(device))
 
 
 def reset_peaks(device=None):
@@ -316,6 +457,13 @@ def empty_cache(device=None):
     """Returns the policy's cached memory to the GPU (every device when None)."""
     lib = load()
     _check(lib, lib.cmb_pluggable_empty_cache(-1 if device is None else int(device)))
+
+
+def set_memory_fraction(fraction, device=None):
+    """What the policy of `device` may hold: fraction x the device's bytes (as
+    torch.cuda.set_per_process_memory_fraction, which install_torch wires here)."""
+    lib = load()
+    _check(lib, lib.cmb_pluggable_set_memory_fraction(float(fraction), _device(device)))
 
 
 def trace_start(path):

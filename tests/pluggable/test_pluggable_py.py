@@ -35,10 +35,32 @@ CUPY_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_in
 
 # --- stand-ins for the frameworks ------------------------------------------------------
 
-def fake_torch(refuse=False):
+# The C hooks' types as torch/csrc/cuda/Module.cpp casts the addresses it is given.
+TORCH_HOOK_TYPES = {
+    "set_init_fn": ctypes.CFUNCTYPE(None, ctypes.c_int),
+    "set_reset_fn": ctypes.CFUNCTYPE(None),
+    "set_memory_fraction_fn": ctypes.CFUNCTYPE(None, ctypes.c_double, ctypes.c_int),
+    "set_record_stream_fn": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p),
+}
+
+
+def fake_torch(refuse=False, hooks=True):
     """torch.cuda.memory as CUDAPluggableAllocator uses it: the .so is opened
-    with ctypes and the two functions are called by address."""
+    with ctypes and the functions are called by address; the allocator object
+    (allocator()) has PyTorch 2.11's hook setters (hooks=False: an older one's
+    none); torch.cuda has the statistics functions that raise for a pluggable
+    allocator."""
     calls = {}
+
+    class Native:
+        pass
+
+    def setter(name):
+        def set_fn(address):
+            assert isinstance(address, int) and address, address
+            kind = TORCH_HOOK_TYPES.get(name)
+            calls.setdefault("hooks", {})[name] = kind(address) if kind else address
+        return set_fn
 
     class CUDAPluggableAllocator:
         def __init__(self, path, alloc_name, free_name):
@@ -46,15 +68,27 @@ def fake_torch(refuse=False):
             calls["new"] = (path, alloc_name, free_name)
             self.malloc = TORCH_MALLOC(ctypes.cast(getattr(lib, alloc_name), ctypes.c_void_p).value)
             self.free = TORCH_FREE(ctypes.cast(getattr(lib, free_name), ctypes.c_void_p).value)
+            self.native = Native()
+            if hooks:
+                for name, _ in cmb.TORCH_HOOKS:
+                    setattr(self.native, name, setter(name))
+
+        def allocator(self):
+            return self.native
 
     def change_current_allocator(allocator):
         if refuse:
             raise RuntimeError("Can't swap an already initialized allocator")
         calls["current"] = allocator
 
+    def refuses(device=None):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support getDeviceStats")
+
     memory = types.SimpleNamespace(CUDAPluggableAllocator=CUDAPluggableAllocator,
-                                   change_current_allocator=change_current_allocator)
-    cuda = types.SimpleNamespace(memory=memory, current_device=lambda: 0)
+                                   change_current_allocator=change_current_allocator,
+                                   memory_stats=refuses, memory_allocated=refuses)
+    cuda = types.SimpleNamespace(memory=memory, current_device=lambda: 0, memory_stats=refuses,
+                                 max_memory_allocated=refuses)
     return types.SimpleNamespace(cuda=cuda), calls
 
 
@@ -168,6 +202,53 @@ def case_torch_traffic():
     assert s["requested_peak"] == 0 and s["reserved_peak"] == s["reserved_current"]
     cmb.empty_cache()
     assert cmb.stats(0)["reserved_current"] == 0
+
+
+def case_torch_hooks():
+    """The hooks as PyTorch calls them: record_stream defers a block's reuse
+    while the other stream's work runs (the sim's held stream), empty_cache
+    trims, the memory fraction caps; torch.cuda's statistics answer."""
+    torch, calls = fake_torch()
+    lib = cmb.load()
+    lib.cmb_pluggable_sim_hold_stream.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    alloc = cmb.install_torch("bfc@sim", capacity=64 * MiB, oom="null", torch_module=torch)  # no C++ frame to throw through
+    assert cmb.torch_hooks() == {name: "wired" for name, _ in cmb.TORCH_HOOKS}, cmb.torch_hooks()
+    hooks = calls["hooks"]
+    a, b = 0x7100, 0x7200
+    p = alloc.malloc(MiB, 0, a)
+    hooks["set_record_stream_fn"](p, b)          # Tensor.record_stream(b)
+    lib.cmb_pluggable_sim_hold_stream(b, 1)      # b's kernels still read p
+    alloc.free(p, MiB, 0, a)
+    q = alloc.malloc(MiB, 0, a)
+    assert q != p, "reused while the other stream's work is pending"
+    lib.cmb_pluggable_sim_hold_stream(b, 0)
+    r = alloc.malloc(MiB, 0, a)
+    assert r == p, (r, p)
+    # torch.cuda's statistics, from the library
+    s = cmb.stats(0)
+    assert torch.cuda.memory_stats()["allocated_bytes.all.current"] == s["allocated_current"] == 2 * MiB
+    assert torch.cuda.memory.memory_allocated(0) == s["allocated_current"]
+    assert torch.cuda.max_memory_allocated() == s["allocated_peak"]
+    assert torch.cuda.memory_reserved() == s["reserved_current"] > 0
+    alloc.free(q, MiB, 0, a)
+    alloc.free(r, MiB, 0, a)
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated("cuda:0") == 0
+    hooks["set_reset_fn"]()                       # torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == 0, torch.cuda.memory_reserved()
+    hooks["set_memory_fraction_fn"](0.25, 1)      # set_per_process_memory_fraction(0.25, 1), before its first use
+    assert alloc.malloc(20 * MiB, 1, a) is None
+    assert "out of memory on device 1" in lib.cmb_pluggable_last_error().decode()
+    assert alloc.malloc(MiB, 1, None)
+    assert torch.cuda.memory_stats(1)["num_ooms"] == 1
+    assert cmb.stats(1)["device_total"] == 16 * MiB
+
+
+def case_torch_old_hooks():
+    """A PyTorch without the hook setters: malloc and free only, said so."""
+    torch, _ = fake_torch(hooks=False)
+    cmb.install_torch("bfc@sim", torch_module=torch, oom="null")
+    assert set(cmb.torch_hooks().values()) == {"not in this PyTorch"}, cmb.torch_hooks()
 
 
 def case_torch_too_late():
@@ -371,7 +452,8 @@ class FakeCDLL:
         for name in ("cmb_pluggable_set_capacity", "cmb_pluggable_set_torch_oom", "cmb_pluggable_malloc",
                      "cmb_pluggable_free", "cmb_pluggable_reset_peaks", "cmb_pluggable_empty_cache",
                      "cmb_pluggable_trace_start", "cmb_pluggable_trace_stop", "cmb_torch_malloc",
-                     "cmb_torch_free", "cmb_cupy_malloc", "cmb_cupy_free"):
+                     "cmb_torch_free", "cmb_cupy_malloc", "cmb_cupy_free", "cmb_pluggable_set_memory_fraction",
+                     "cmb_pluggable_record_stream"):
             table.setdefault(name, 0)
         for name, result in table.items():
             if name not in missing:
@@ -475,6 +557,12 @@ class RealLibrary(unittest.TestCase):
 
     def test_torch_traffic(self):
         self.check("torch_traffic", CMB_ALLOCATOR=None, CMB_TRACE=None)
+
+    def test_torch_hooks(self):
+        self.check("torch_hooks", CMB_ALLOCATOR=None)
+
+    def test_torch_old_hooks(self):
+        self.check("torch_old_hooks", CMB_ALLOCATOR=None)
 
     def test_torch_too_late(self):
         self.check("torch_too_late")
