@@ -202,6 +202,10 @@ int cmb_pluggable_record_stream(void *ptr, int device, void *stream)
 /* Records the events of a deferred free (no capture underway). 0 or -1. */
 static int record_events(pl_device *d, pl_deferred *f)
 {
+    if (!f->uses) { /* a free held back by a capture, with no foreign stream */
+        f->events = (void **)f;
+        return 0;
+    }
     void **ev = calloc(f->uses->n, sizeof *ev);
     if (!ev)
         return -1;
@@ -218,11 +222,12 @@ static int record_events(pl_device *d, pl_deferred *f)
     return 0;
 }
 
-int _cmb_pl_defer_free(pl_device *d, void *ptr, uint64_t size, void *stream)
+/* The block's foreign streams, its own removed; NULL when none. */
+static pl_use *take_uses(pl_device *d, void *ptr, void *stream)
 {
     uint64_t v;
-    if (!cmb_hashmap_remove(&d->uses, (uint64_t)(uintptr_t)ptr, &v))
-        return 0;
+    if (!d->uses.count || !cmb_hashmap_remove(&d->uses, (uint64_t)(uintptr_t)ptr, &v))
+        return NULL;
     pl_use *u = (pl_use *)(uintptr_t)v;
     uint32_t k = 0;
     for (uint32_t i = 0; i < u->n; i++) /* its own stream orders itself */
@@ -231,31 +236,51 @@ int _cmb_pl_defer_free(pl_device *d, void *ptr, uint64_t size, void *stream)
     u->n = k;
     if (!k) {
         use_free(u);
-        return 0;
+        return NULL;
     }
-    if (d->n_deferred == d->cap_deferred) {
-        uint32_t cap = d->cap_deferred ? 2 * d->cap_deferred : 16;
-        pl_deferred *g = realloc(d->deferred, cap * sizeof *g);
-        if (!g)
-            goto out_sync;
-        d->deferred = g;
-        d->cap_deferred = cap;
-    }
-    pl_deferred *f = &d->deferred[d->n_deferred];
-    *f = (pl_deferred){.ptr = ptr, .size = size, .stream = stream, .uses = u};
-    if (!atomic_load_explicit(&d->pools_active, memory_order_relaxed) && record_events(d, f))
-        goto out_sync;
-    d->n_deferred++;
-    return 1;
-out_sync:
-    /* No room to defer: wait for the streams' work now (correct, slower). */
-    for (uint32_t i = 0; i < u->n; i++) {
+    return u;
+}
+
+static void wait_now(pl_device *d, pl_use *u)
+{
+    for (uint32_t i = 0; u && i < u->n; i++) {
         void *ev;
         if (!_cmb_pl_event_record(d, u->streams[i], &ev)) {
             _cmb_pl_event_wait(d, ev);
             _cmb_pl_event_destroy(d, ev);
         }
     }
+}
+
+int _cmb_pl_defer_free(pl_device *d, void *ptr, uint64_t size, void *stream)
+{
+    int capturing = atomic_load_explicit(&d->pools_active, memory_order_relaxed) != 0;
+    pl_use *u = take_uses(d, ptr, stream);
+    /* While a graph captures, every free of a policy's block waits for the
+     * capture's end: a policy's free may record or query events on streams
+     * the capture forbids. A pool's own block goes back to its pool. */
+    if (!u && (!capturing || (d->pool_of.count && cmb_hashmap_get(&d->pool_of, (uint64_t)(uintptr_t)ptr, NULL))))
+        return 0;
+    if (d->n_deferred == d->cap_deferred) {
+        uint32_t cap = d->cap_deferred ? 2 * d->cap_deferred : 16;
+        pl_deferred *g = realloc(d->deferred, cap * sizeof *g);
+        if (!g)
+            goto out_now;
+        d->deferred = g;
+        d->cap_deferred = cap;
+    }
+    pl_deferred *f = &d->deferred[d->n_deferred];
+    *f = (pl_deferred){.ptr = ptr, .size = size, .stream = stream, .uses = u};
+    if (!capturing && record_events(d, f))
+        goto out_now;
+    d->n_deferred++;
+    return 1;
+out_now:
+    /* No room to defer: wait for the streams' work now (correct, slower). */
+    if (capturing)
+        _cmb_pl_error(1, "device %d: host out of memory deferring a free during a capture", d->ordinal);
+    else
+        wait_now(d, u);
     use_free(u);
     return 0;
 }
@@ -265,7 +290,7 @@ static int deferred_done(pl_device *d, pl_deferred *f, int wait)
 {
     if (!f->events && (atomic_load_explicit(&d->pools_active, memory_order_relaxed) || record_events(d, f)))
         return 0; /* a capture is underway: its end records them */
-    for (uint32_t i = 0; i < f->uses->n; i++) {
+    for (uint32_t i = 0; f->uses && i < f->uses->n; i++) {
         if (!f->events[i])
             continue;
         if (wait)
@@ -287,7 +312,8 @@ void _cmb_pl_collect_deferred(pl_device *d, int wait)
             d->deferred[k++] = *f;
             continue;
         }
-        free(f->events);
+        if (f->uses)
+            free(f->events);
         use_free(f->uses);
         _cmb_pl_release_locked(d, f->ptr, f->size, f->stream);
     }

@@ -75,7 +75,8 @@ int _cmb_pl_after_alloc(pl_device *d, int64_t held_before)
      * from its upstream: the caller samples it then, after the lock (a
      * cudaMemGetInfo costs microseconds; growth is rare next to cached
      * allocations). */
-    int grew = d->real && d->up && d->up->stats.held_current > held_before;
+    int grew = d->real && d->up && d->up->stats.held_current > held_before &&
+               !atomic_load_explicit(&d->pools_active, memory_order_relaxed); /* no cudaMemGetInfo in a capture */
     if (d->peaks_reset) {
         cmb_alloc_stats ps;
         policy_stats(d, &ps);

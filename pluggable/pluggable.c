@@ -780,7 +780,8 @@ static void free_locked(pl_device *d, void *ptr, size_t size, void *stream, int 
     d->frees++;
     cmb_stat_decrease(&d->requested, (int64_t)size);
     cmb_stat_decrease(&d->blocks, 1);
-    if (d->uses.count && _cmb_pl_defer_free(d, ptr, size, stream))
+    if ((d->uses.count || atomic_load_explicit(&d->pools_active, memory_order_relaxed)) &&
+        _cmb_pl_defer_free(d, ptr, size, stream))
         return;
     _cmb_pl_release_locked(d, ptr, size, stream);
 }

@@ -11,7 +11,7 @@
  * and the message starts with "CUDA out of memory." as PyTorch's own does,
  * then carries the library's one-line account. Without PyTorch's headers
  * the exception is a std::runtime_error (Python: RuntimeError);
- * pluggable/torch_oom.cc, built against the running PyTorch, throws its
+ * pluggable/torch.cc, built against the running PyTorch, throws its
  * c10::OutOfMemoryError (Python: torch.OutOfMemoryError) instead.
  *
  * The graph-pool hooks have C++ signatures (torch/csrc/cuda/Module.cpp

@@ -23,7 +23,7 @@ __all__ = ["PluggableError", "library_path", "load", "configure", "set_capacity"
 
 ABI_VERSION = 1
 LIB_NAME = "libcmb_pluggable.so"
-# PyTorch's pair throwing c10::OutOfMemoryError (pluggable/torch_oom), built
+# PyTorch's pair throwing c10::OutOfMemoryError (pluggable/torch), built
 # against the running PyTorch where one is: found beside the library.
 OOM_SHIM_NAME = "libcmb_torch_oom.so"
 
@@ -276,7 +276,7 @@ def torch_hooks():
 
 
 def install_torch(spec_text, capacity=None, trace=None, oom="raise", path=None, torch_module=None,
-                  patch_stats=True):
+                  patch_stats=True, hooks=True):
     """Makes PyTorch allocate CUDA memory through the policy `spec_text`.
 
     Call it before the program's first CUDA allocation (PyTorch refuses to
@@ -292,8 +292,9 @@ def install_torch(spec_text, capacity=None, trace=None, oom="raise", path=None, 
     CUDA graph capture into private pools. patch_stats: torch.cuda.memory_stats,
     memory_allocated, max_memory_allocated, memory_reserved,
     max_memory_reserved and reset_peak_memory_stats answer from the library
-    (PyTorch's own raise for a pluggable allocator). Returns PyTorch's
-    allocator object."""
+    (PyTorch's own raise for a pluggable allocator). hooks=False wires malloc
+    and free only (what a pluggable allocator had before; the GPU check's
+    control run). Returns PyTorch's allocator object."""
     global _current_device
     if oom not in ("null", "raise"):
         raise PluggableError(f"oom must be 'null' or 'raise', not {oom!r}")
@@ -306,7 +307,11 @@ def install_torch(spec_text, capacity=None, trace=None, oom="raise", path=None, 
             allocator = torch.cuda.memory.CUDAPluggableAllocator(shim, "cmb_torch_oom_malloc", "cmb_torch_oom_free")
         else:
             allocator = torch.cuda.memory.CUDAPluggableAllocator(_lib_path, "cmb_torch_malloc", "cmb_torch_free")
-        _wire_hooks(lib, allocator)
+        if hooks:
+            _wire_hooks(lib, allocator)
+        else:
+            _hooks.clear()
+            _hooks.update({setter: "not wired (hooks=False)" for setter, _ in TORCH_HOOKS})
         try:
             torch.cuda.memory.change_current_allocator(allocator)
         except RuntimeError as e:

@@ -94,9 +94,13 @@ class GpuE2eSmoke(unittest.TestCase):
 
     def test_bench(self):
         b = self.load("bench-pluggable.json")
-        self.assertEqual(sorted(b["library_ns"], key=int), ["1", "2", "4", "8", "16"])
+        self.assertEqual([t["threads"] for t in b["threads"]], [1, 2, 4, 8, 16])
         self.assertFalse(b["failed"])
         self.assertGreater(b["direct_ns"], 0)
+        self.assertGreater(b["library_ns"], 0)
+        for t in b["threads"]:
+            self.assertGreater(t["pairs_per_s"], 0)
+            self.assertGreaterEqual(t["p99_ns"], t["p50_ns"])
 
     def test_markdown(self):
         with open(os.path.join(self.out, "e2e-torch.md")) as f:
