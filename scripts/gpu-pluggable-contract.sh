@@ -20,8 +20,9 @@
 #               the hooks (the control)
 #   stats       torch.cuda's statistics against the library's counters
 #   oom         a batch-size search catching torch.OutOfMemoryError under a
-#               2 GiB capacity (torch-caching@cuda), a 16 TiB request
-#               (rmm-pool@cuda), the memory fraction (bfc@cuda)
+#               2 GiB capacity and a 16 TiB request (torch-caching@cuda,
+#               rmm-pool@cuda)
+#   fraction    set_per_process_memory_fraction(0.05) (torch-caching@cuda)
 #   mempool     torch.cuda.MemPool over bfc@cuda's segments
 #   bench       cmb_pluggable_bench (torch-caching over sim and over cuda) and
 #               cmb_torch_native_bench: 1, 2, 4, 8, 16 threads, the same ring
@@ -113,7 +114,7 @@ run_check "graph-torch-caching@cuda-nohooks" graph torch-caching@cuda --no-hooks
 run_check "stats-torch-caching@cuda" stats torch-caching@cuda
 run_check "oom-torch-caching@cuda" oom torch-caching@cuda --capacity $((2 << 30))
 run_check "oom-rmm-pool@cuda" oom rmm-pool@cuda --capacity $((2 << 30))
-run_check "fraction-bfc@cuda" fraction bfc@cuda
+run_check "fraction-torch-caching@cuda" fraction torch-caching@cuda
 run_check "mempool-bfc@cuda" mempool bfc@cuda
 
 # --- the thread benchmark ----------------------------------------------------------------------
