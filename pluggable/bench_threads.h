@@ -78,18 +78,20 @@ static inline void cmb_bench_calibrate(double *iters_per_ns)
     *iters_per_ns = (double)n / (double)(w1 - w0);
 }
 
-static inline void cmb_bench_work(long iters)
+/* `iters` steps of an LCG on the thread's own state (no shared line). */
+static inline void cmb_bench_work(long iters, uint64_t *state)
 {
-    uint64_t x = cmb_bench_sink;
+    uint64_t x = *state;
     for (long i = 0; i < iters; i++)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
-    cmb_bench_sink = x;
+    *state = x;
 }
 
 typedef struct cmb_bench_thread {
     const cmb_bench_ops *ops;
     long pairs, work_iters;
     int id, failed;
+    uint64_t work_state; /* read after the join, so the work is not optimised away */
     void *stream;
     int *go; /* set once every thread exists */
     uint32_t *hist; /* CMB_BENCH_BUCKETS */
@@ -130,7 +132,7 @@ static void *cmb_bench_thread_main(void *p)
             a->failed = 1;
         if (i >= 0)
             a->hist[cmb_bench_bucket((uint64_t)((double)(t1 - t0) * cmb_bench_ns_per_tick))]++;
-        cmb_bench_work(a->work_iters);
+        cmb_bench_work(a->work_iters, &a->work_state);
     }
     for (int k = 0; k < CMB_BENCH_RING; k++)
         if (ring[k])
@@ -164,6 +166,7 @@ static int cmb_bench_gather(cmb_bench_thread *args, pthread_t *tid, int started,
     }
     for (int i = 0; i < n; i++) {
         out->failed |= args[i].failed;
+        cmb_bench_sink += args[i].work_state;
         for (int b = 0; b < CMB_BENCH_BUCKETS; b++)
             sum[b] += args[i].hist[b];
     }
