@@ -243,6 +243,34 @@ static void deferred_across_capture(void **state)
     assert_int_equal(cmb_pluggable_pool_release(dev, 2, 0), 0);
 }
 
+/* While a graph captures, a free of a policy's block (no record_stream)
+ * waits for the capture's end: the policy's own free may touch events. */
+static void policy_frees_wait_for_capture_end(void **state)
+{
+    (void)state;
+    const int dev = 9;
+    void *a = STREAM(12), *cap = STREAM(13);
+    configure_ok("bfc@sim", 0);
+    void *p = cmb_torch_malloc(MiB, dev, a);
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 4, 0, only_stream, cap, NULL), 0);
+    cmb_torch_free(p, MiB, dev, a);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.requested_current, 0);
+    assert_int_equal(s.allocated_current, (int64_t)MiB); /* the policy has not seen the free yet */
+    void *q = cmb_torch_malloc(MiB, dev, a);             /* not captured: the policy's, not p */
+    assert_ptr_not_equal(q, p);
+    void *g = cmb_torch_malloc(MiB, dev, cap);
+    cmb_torch_free(g, MiB, dev, cap); /* a pool's block goes back to its pool at once */
+    assert_int_equal(stats_of(dev).allocated_current, (int64_t)(2 * MiB));
+    assert_int_equal(cmb_pluggable_pool_end(dev, 4, 0), 0);
+    assert_int_equal(stats_of(dev).allocated_current, (int64_t)MiB); /* p went back at the end */
+    cmb_torch_free(q, MiB, dev, a);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 4, 0), 0);
+    s = stats_of(dev);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.bad_frees, 0);
+}
+
 /* --- memory fraction ------------------------------------------------------------------ */
 
 static void memory_fraction_caps(void **state)
@@ -372,7 +400,8 @@ int main(void)
         cmocka_unit_test(record_stream_defers_reuse),  cmocka_unit_test(record_on_own_stream_is_free),
         cmocka_unit_test(out_of_memory_waits_for_deferred), cmocka_unit_test(record_stream_generic_pair),
         cmocka_unit_test(graph_pool_private),          cmocka_unit_test(mem_pool_context),
-        cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(memory_fraction_caps),
+        cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(policy_frees_wait_for_capture_end),
+        cmocka_unit_test(memory_fraction_caps),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

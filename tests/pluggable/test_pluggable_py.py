@@ -244,6 +244,29 @@ def case_torch_hooks():
     assert cmb.stats(1)["device_total"] == 16 * MiB
 
 
+def case_torch_mem_pool():
+    """torch_mem_pool: a MemPool over the library's pair, NULL (not a throw)
+    on out of memory, since PyTorch's caching allocator retries on NULL."""
+    torch, calls = fake_torch()
+    made = []
+    torch.cuda.MemPool = lambda allocator, **kw: made.append((allocator, kw)) or "pool"
+    assert cmb.torch_mem_pool("bfc@sim", capacity=64 * MiB, torch_module=torch, use_on_oom=True) == "pool"
+    (native, kw), = made
+    assert kw == {"use_on_oom": True}
+    assert calls["new"][1:] == ("cmb_torch_malloc", "cmb_torch_free"), calls["new"]
+    assert "current" not in calls  # PyTorch's allocator stays current
+    malloc = TORCH_MALLOC(ctypes.cast(getattr(ctypes.CDLL(LIB), "cmb_torch_malloc"), ctypes.c_void_p).value)
+    assert malloc(2 * MiB, 0, None)          # a segment from the policy
+    assert malloc(128 * MiB, 0, None) is None  # beyond the capacity: NULL, no exception
+    del torch.cuda.MemPool
+    try:
+        cmb.torch_mem_pool("bfc@sim", torch_module=torch)
+    except cmb.PluggableError as e:
+        assert "MemPool" in str(e)
+    else:
+        raise AssertionError("a PyTorch without MemPool accepted")
+
+
 def case_torch_old_hooks():
     """A PyTorch without the hook setters: malloc and free only, said so."""
     torch, _ = fake_torch(hooks=False)
@@ -560,6 +583,9 @@ class RealLibrary(unittest.TestCase):
 
     def test_torch_hooks(self):
         self.check("torch_hooks", CMB_ALLOCATOR=None)
+
+    def test_torch_mem_pool(self):
+        self.check("torch_mem_pool", CMB_ALLOCATOR=None)
 
     def test_torch_old_hooks(self):
         self.check("torch_old_hooks", CMB_ALLOCATOR=None)
