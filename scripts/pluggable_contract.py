@@ -263,14 +263,17 @@ def main():
     ap.add_argument("--capacity", type=int, default=None, help="bytes the policy may hold")
     args = ap.parse_args()
     import torch
+    # no CUDA call before install_torch: torch.cuda's lazy init creates the
+    # caching allocator, and PyTorch then refuses to swap it
     out = {"check": args.check, "policy": args.policy, "hooks": not args.no_hooks, "ok": False,
-           "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
+           "torch": torch.__version__}
     t0 = time.time()
     try:
         if args.check != "mempool":
             cmb.install_torch(args.policy, capacity=args.capacity, hooks=not args.no_hooks)
             out["hooks_wired"] = cmb.torch_hooks()
             out["oom_shim"] = bool(cmb._oom_shim())
+        out["gpu"] = torch.cuda.get_device_name(0)
         CHECKS[args.check](torch, args, out)
     except Exception as e:  # noqa: BLE001 - the row says what failed
         out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:400] if str(e) else ''}"

@@ -18,10 +18,10 @@ does it:
      non-torch - graph estimate) / block bytes, as the scenario sizes it;
      block 0 takes the padding of graph replays;
   4. torch.cuda.graph capture of the decode step for [1, 2, 4, 8, 16, ...]
-     up to --graph-max, largest first, into one private pool (--graphs off,
-     or auto under --allocator: libcmb_pluggable has no graph-pool hooks, and
-     its upstream calls inside a capture invalidate it; the report's
-     "graphs" says what ran);
+     up to --graph-max, largest first, into one private pool (--graphs off;
+     auto under --allocator captures where install_torch wired PyTorch's
+     graph-pool hooks, cumembench_alloc.torch_hooks(), and runs decode eager
+     where this PyTorch has none; the report's "graphs" says what ran);
   5. continuous batching on a virtual clock (--step-ms per step): running
      requests first (a decode token or the next prefill chunk), preempting
      the newest when blocks run out (recompute), then admissions within the
@@ -299,6 +299,13 @@ class Engine:
         self.max_blocks = -(-a.max_model_len // a.block_size)
         self.graphs = {}
         self.static = None
+        self.cmb = meter.cmb
+
+    def pool_hooks(self):
+        """True when install_torch wired PyTorch's graph-pool hooks."""
+        hooks = self.cmb.torch_hooks()
+        return all(hooks.get(h) == "wired" for h in
+                   ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool"))
 
     def profile(self):
         a, t = self.a, self.t
@@ -347,9 +354,9 @@ class Engine:
         if not sizes:
             self.rep["graphs"] = "off (no size to capture)"
             return
-        if a.graphs == "off" or (a.graphs == "auto" and a.allocator):
+        if a.graphs == "off" or (a.graphs == "auto" and self.cmb and not self.pool_hooks()):
             self.rep["graphs"] = ("off: " + ("--graphs off" if a.graphs == "off" else
-                                  "the pluggable allocator has no graph-pool hooks") + ", decode eager")
+                                  "this PyTorch offers the pluggable allocator no graph-pool hooks") + ", decode eager")
             return
         top = sizes[-1]
         ids = t.zeros(top, dtype=t.long, device="cuda")
@@ -381,6 +388,8 @@ class Engine:
         self.mark(CAPTURE_MARKS[1])
         self.rep["graphs"] = f"{len(sizes)} sizes captured"
         self.rep["graph_pool_private"] = self.meter.private_pools()
+        if self.cmb:
+            self.rep["torch_hooks"] = self.cmb.torch_hooks()
 
     def slots_for(self, req, first, n):
         bs = self.a.block_size
@@ -539,7 +548,7 @@ def parse(argv):
     p.add_argument("--max-seqs", type=int, default=64)
     p.add_argument("--graph-max", type=int, default=64)
     p.add_argument("--graphs", choices=["auto", "on", "off"], default="auto",
-                   help="decode graphs (auto: off under --allocator, whose library has no graph-pool hooks)")
+                   help="decode graphs (auto: on, and under --allocator where its graph-pool hooks are wired)")
     p.add_argument("--allocator", default=None, help="serve from libcmb_pluggable with this spec (e.g. cmb@vmm)")
     p.add_argument("--lib", default=None, help="libcmb_pluggable.so (default: cumembench_alloc's search)")
     p.add_argument("--record", default=None, help="write a PyTorch memory snapshot (pickle) here")
