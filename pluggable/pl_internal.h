@@ -144,7 +144,7 @@ void _cmb_pl_free(void *ptr, size_t size, int device, void *stream, int known);
 pl_device *_cmb_pl_get_device(int device);
 /* Gives a block back to the policy (device lock held): the end of every
  * free, deferred or not. */
-void _cmb_pl_release_locked(pl_device *d, void *ptr, uint64_t size, void *stream);
+int _cmb_pl_release_locked(pl_device *d, void *ptr, uint64_t size, void *stream); /* 0, or -1: refused (counted) */
 /* The one-line account of an allocation that failed (device lock held). */
 void _cmb_pl_report_oom(pl_device *d, size_t size, int status, const char *extra);
 /* Non-zero when CMB_TORCH_OOM=raise. */

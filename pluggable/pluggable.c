@@ -732,16 +732,18 @@ static void bad_free(pl_device *d, const char *fmt, const void *ptr)
     }
 }
 
-void _cmb_pl_release_locked(pl_device *d, void *ptr, uint64_t size, void *stream)
+int _cmb_pl_release_locked(pl_device *d, void *ptr, uint64_t size, void *stream)
 {
     if (d->pool_of.count && _cmb_pl_pool_free(d, ptr, stream))
-        return;
+        return 0;
     cmb_status st = d->m->deallocate(d->policy, ptr, (size_t)size, (cmb_stream)stream);
     if (st != CMB_OK) {
         if (d->real)
             _cmb_pl_clear_error();
         bad_free(d, "the allocator refused the free of %p on device %d", ptr);
+        return -1;
     }
+    return 0;
 }
 
 /* Looks the block up when the caller cannot say its size and stream (or a
@@ -783,7 +785,12 @@ static void free_locked(pl_device *d, void *ptr, size_t size, void *stream, int 
     if ((d->uses.count || atomic_load_explicit(&d->pools_active, memory_order_relaxed)) &&
         _cmb_pl_defer_free(d, ptr, size, stream))
         return;
-    _cmb_pl_release_locked(d, ptr, size, stream);
+    if (_cmb_pl_release_locked(d, ptr, size, stream) && !in_table) {
+        /* PyTorch's free of a pointer no one allocated here: not a free */
+        d->frees--;
+        cmb_stat_increase(&d->requested, (int64_t)size);
+        cmb_stat_increase(&d->blocks, 1);
+    }
 }
 
 void _cmb_pl_free(void *ptr, size_t size, int device, void *stream, int known)

@@ -10,7 +10,8 @@ CHECK is one of
               it), freed on A, and a new block written on A at once: with
               Tensor.record_stream(B) the library must not hand the block out
               before B's work is done; without the hook (--no-hooks) the policies
-              that reuse it at once corrupt what B reads. Pass: B read only 1.0s.
+              that reuse it at once corrupt what B reads (the program calls
+              record_stream either way). Pass: B read only 1.0s.
   graph       a small MLP captured in a CUDA graph and replayed against eager
               runs; the graph's private pool returned when the graph is deleted.
   stats       a training loop; torch.cuda.memory_stats(), memory_allocated(),
@@ -56,8 +57,7 @@ def check_sidestream(torch, args, out):
     with torch.cuda.stream(b):
         torch.cuda._sleep(sleep_cycles(torch, 0.3))  # B is busy; its read of x comes late
         y = x.clone()
-    if not args.no_hooks:
-        x.record_stream(b)
+    x.record_stream(b)  # what a correct program does; without the hooks it reaches no one
     del x
     z = torch.full((n,), 2.0, device="cuda")  # on A, at once
     out["reused_while_pending"] = z.data_ptr() == xp

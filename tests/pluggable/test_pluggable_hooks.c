@@ -100,6 +100,14 @@ static void record_on_own_stream_is_free(void **state)
     cmb_torch_free(q, MiB, dev, a);
     assert_int_equal(cmb_pluggable_record_stream(NULL, dev, a), 0);
     assert_int_equal(cmb_pluggable_record_stream(p, 50, a), -1); /* no instance there */
+    /* PyTorch's free of a pointer never allocated here: counted, not a free */
+    int x;
+    cmb_pluggable_memstats before = stats_of(dev);
+    cmb_torch_free(&x, 4096, dev, a);
+    cmb_pluggable_memstats after = stats_of(dev);
+    assert_int_equal(after.bad_frees, before.bad_frees + 1);
+    assert_int_equal(after.frees, before.frees);
+    assert_int_equal(after.requested_current, before.requested_current);
 }
 
 /* An allocation that would fail waits for the pending work first, as
