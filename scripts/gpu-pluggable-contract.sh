@@ -18,7 +18,8 @@
 #   graph       a small MLP captured and replayed under torch-caching@cuda,
 #               cmb@vmm, rmm-pool@cuda, bfc@cuda; torch-caching@cuda without
 #               the hooks (the control)
-#   stats       torch.cuda's statistics against the library's counters
+#   stats       torch.cuda's statistics against the library's counters (the e2e
+#               program's transformer)
 #   oom         a batch-size search catching torch.OutOfMemoryError under a
 #               2 GiB capacity and a 16 TiB request (torch-caching@cuda,
 #               rmm-pool@cuda)
