@@ -83,6 +83,21 @@ void _cmb_pl_cuda_event_destroy(void *ev)
     cudaEventDestroy((cudaEvent_t)ev);
 }
 
+int _cmb_pl_cuda_malloc(size_t size, void **ptr)
+{
+    if (cudaMalloc(ptr, size) != cudaSuccess) {
+        cudaGetLastError(); /* an out-of-memory is not the host's error */
+        return -1;
+    }
+    return 0;
+}
+
+void _cmb_pl_cuda_free(void *ptr)
+{
+    if (cudaFree(ptr) != cudaSuccess)
+        cudaGetLastError();
+}
+
 int _cmb_pl_stream_device(void *stream)
 {
     int dev = -1;

@@ -341,6 +341,36 @@ static void pool_drop_filter(pl_pool *p)
     p->filter_free = NULL;
 }
 
+/* A pool's segments come from the device's upstream, so caps and the
+ * reserved count cover them, except over vmm on a GPU: mapping pages
+ * during a capture is what PyTorch's own allocator avoids (its private
+ * pools never use expandable segments), so there they are cudaMalloc'd,
+ * as PyTorch's are, and counted beside the upstream (pools_direct). */
+static int pool_direct(const pl_device *d)
+{
+    return d->real && d->up && !strcmp(d->up->name, "vmm");
+}
+
+static cmb_status segment_alloc(pl_device *d, size_t size, void *stream, void **ptr)
+{
+    if (!pool_direct(d))
+        return cmb_up_alloc(d->up, size, (cmb_stream)stream, ptr);
+    if (_cmb_pl_cuda_malloc(size, ptr))
+        return CMB_ERR_OOM;
+    d->pools_direct += size;
+    return CMB_OK;
+}
+
+static void segment_free(pl_device *d, void *ptr, size_t size)
+{
+    if (!pool_direct(d)) {
+        cmb_up_free(d->up, ptr, size, NULL);
+        return;
+    }
+    _cmb_pl_cuda_free(ptr);
+    d->pools_direct -= size;
+}
+
 /* Returns a released, empty pool's segments to the upstream and unlinks it
  * (never while a capture runs: cudaFree would end it). */
 static void pool_destroy_if_done(pl_device *d, pl_pool *p)
@@ -349,7 +379,7 @@ static void pool_destroy_if_done(pl_device *d, pl_pool *p)
         return;
     for (uint32_t i = 0; i < p->n_blocks; i++) {
         cmb_hashmap_remove(&d->pool_of, (uint64_t)(uintptr_t)p->blocks[i].ptr, NULL);
-        cmb_up_free(d->up, p->blocks[i].ptr, (size_t)p->blocks[i].size, NULL);
+        segment_free(d, p->blocks[i].ptr, (size_t)p->blocks[i].size);
     }
     d->pools_reserved -= p->reserved;
     for (pl_pool **pp = &d->pools; *pp; pp = &(*pp)->next)
@@ -381,7 +411,7 @@ static int pool_take(pl_device *d, pl_pool *p, size_t size, void *stream, void *
         p->blocks = b;
         p->cap_blocks = cap;
     }
-    cmb_status st = cmb_up_alloc(d->up, (size_t)rounded, (cmb_stream)stream, &ptr);
+    cmb_status st = segment_alloc(d, (size_t)rounded, stream, &ptr);
     if (st != CMB_OK) {
         _cmb_pl_report_oom(d, size, st, "the graph pool's segment");
         return -1;
@@ -389,7 +419,7 @@ static int pool_take(pl_device *d, pl_pool *p, size_t size, void *stream, void *
     if (cmb_hashmap_put(&p->index, (uint64_t)(uintptr_t)ptr, p->n_blocks) ||
         cmb_hashmap_put(&d->pool_of, (uint64_t)(uintptr_t)ptr, (uint64_t)(uintptr_t)p)) {
         cmb_hashmap_remove(&p->index, (uint64_t)(uintptr_t)ptr, NULL);
-        cmb_up_free(d->up, ptr, (size_t)rounded, (cmb_stream)stream);
+        segment_free(d, ptr, (size_t)rounded);
         _cmb_pl_error(1, "device %d: host out of memory for a graph pool", d->ordinal);
         return -1;
     }

@@ -116,6 +116,7 @@ typedef struct pl_device {
     pl_pool *pools;
     cmb_hashmap pool_of;       /* ptr -> pl_pool*, blocks of private pools (live or not) */
     uint64_t pools_reserved, pools_allocated;
+    uint64_t pools_direct;     /* of pools_reserved, cudaMalloc'd beside the upstream (vmm) */
     double fraction;           /* set_per_process_memory_fraction, 0: none */
     uint64_t capacity;          /* CMB_CAPACITY when the instance was made (0: none) */
     int64_t total_unfractioned; /* the device's bytes before the fraction (after CMB_CAPACITY) */
@@ -222,6 +223,9 @@ void _cmb_pl_cuda_event_destroy(void *ev);
 /* The device a stream belongs to (the current device for the legacy
  * stream or when the runtime cannot say). */
 int _cmb_pl_stream_device(void *stream);
+/* cudaMalloc / cudaFree on the current device (graph pools over vmm): 0 or -1. */
+int _cmb_pl_cuda_malloc(size_t size, void **ptr);
+void _cmb_pl_cuda_free(void *ptr);
 /* cudaMemGetInfo on the current device: 0 or -1. */
 int _cmb_pl_mem_info(int64_t *free_bytes, int64_t *total_bytes);
 /* The name of the current device ("" when unknown), for trace comments. */

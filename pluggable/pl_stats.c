@@ -119,7 +119,7 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
      * policy's; their segments come from the same upstream, whose held
      * bytes are the policy's reserved bytes (cmb_upstream.h). */
     out->allocated_current = ps.allocated.current + (int64_t)d->pools_allocated;
-    out->reserved_current = ps.reserved.current;
+    out->reserved_current = ps.reserved.current + (int64_t)d->pools_direct;
     if (d->peaks_reset) {
         out->allocated_peak = peak_since(ps.allocated.peak, d->allocated_base, d->allocated_since);
         out->reserved_peak = peak_since(ps.reserved.peak, d->reserved_base, d->reserved_since);

@@ -14,7 +14,8 @@ CHECK is one of
               record_stream either way). Pass: B read only 1.0s.
   graph       a small MLP captured in a CUDA graph and replayed against eager
               runs; the graph's private pool returned when the graph is deleted.
-  stats       a training loop; torch.cuda.memory_stats(), memory_allocated(),
+  stats       the e2e program's transformer (scripts/record_torch_transformer.py)
+              trained at four lengths; torch.cuda.memory_stats(), memory_allocated(),
               max_memory_allocated(), memory_reserved(), reset_peak_memory_stats()
               and empty_cache() against the library's own counters and the live
               tensors' bytes.
@@ -115,12 +116,13 @@ def check_graph(torch, args, out):
     out["stats"] = after
 
 
-def live_tensor_bytes(model, opt):
+def live_tensor_bytes(modules, opt):
     total = 0
-    for p in model.parameters():
-        total += p.numel() * p.element_size()
-        if p.grad is not None:
-            total += p.grad.numel() * p.grad.element_size()
+    for module in modules:
+        for p in module.parameters():
+            total += p.numel() * p.element_size()
+            if p.grad is not None:
+                total += p.grad.numel() * p.grad.element_size()
     for state in opt.state.values():
         for v in state.values():
             if hasattr(v, "is_cuda") and v.is_cuda:
@@ -129,16 +131,12 @@ def live_tensor_bytes(model, opt):
 
 
 def check_stats(torch, args, out):
-    torch.manual_seed(0)
-    model = mlp(torch, 2048)
-    opt = torch.optim.Adam(model.parameters())
-    for _ in range(10):
-        x = torch.randn(256, 512, device="cuda")
-        loss = model(x).square().mean()
-        opt.zero_grad(set_to_none=False)
-        loss.backward()
-        opt.step()
-    del x, loss
+    # the e2e program's transformer (scripts/e2e-torch.py), four lengths of its sweep
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from record_torch_transformer import build, train_step
+    model, head, opt = build()
+    for seq in (64, 200, 128, 512):
+        train_step(model, head, opt, seq)
     torch.cuda.synchronize()
     s = cmb.stats()
     m = torch.cuda.memory_stats()
@@ -152,10 +150,10 @@ def check_stats(torch, args, out):
         "memory_reserved()": (torch.cuda.memory_reserved(), s["reserved_current"]),
         "max_memory_reserved()": (torch.cuda.max_memory_reserved(), s["reserved_peak"]),
     }
-    live = live_tensor_bytes(model, opt)
+    live = live_tensor_bytes((model, head), opt)
     torch.cuda.reset_peak_memory_stats()
     after_reset = (torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated())
-    del model, opt
+    del model, head, opt
     gc.collect()
     torch.cuda.synchronize()
     reserved_before_empty = torch.cuda.memory_reserved()
