@@ -15,6 +15,7 @@
 
 #include "../common/cmb_size.h"
 #include "../common/cmb_units.h"
+#include "plugin_probe.h"
 #include "timeline.h"
 
 /* --- setters ------------------------------------------------------------------------ */
@@ -213,7 +214,7 @@ static const cmb_cli_option options[] = {
      .help = "scenarios to run, or 'all' (default all)"},
     {.name = "--allocator", .metavar = "SPEC[,SPEC]", .set = set_text, OFF(allocators),
      .help = "allocators, or 'all' (default all);\nSPEC = NAME[:key=value...][@cuda|@vmm|@sim],\n"
-             "or external:/path/lib.so[:key=value...]"},
+             "or external:/path/lib.so[:key=value...] (loaded and checked\nin a probe process first, 10 s at most)"},
     {.name = "--preset", .metavar = "quick|full", .set = set_choice, OFF(preset), .choices = preset_choices,
      .help = "parameter presets (default quick)"},
     {.name = "--param", .metavar = "NAME=V[,V...]", .set = set_param,
@@ -264,6 +265,10 @@ static const cmb_cli_option options[] = {
      .help = "print the GPU's environment"},
     {.name = "--probe-mem", .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(probe_mem),
      .help = "print the device's memory use"},
+    {.name = CMB_ARG_PROBE_PLUGIN, .metavar = "PATH", .flags = CMB_OPT_INTERNAL | CMB_OPT_NONEMPTY, .set = set_text,
+     OFF(probe_plugin), .what = "a plug-in's path", .help = "load and check a plug-in, reporting on fd 3 (plugin_probe.h)"},
+    {.name = CMB_ARG_PROBE_REAL, .metavar = "NAME", .flags = CMB_OPT_INTERNAL | CMB_OPT_NONEMPTY, .set = set_text,
+     OFF(probe_real), .what = "a real: allocator", .help = "the real: allocator a --probe-plugin loads"},
     {.name = "--multi-gpu-rank", .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(multi_gpu_rank),
      .help = "be a rank of the multi-gpu scenario (scenarios/multi_gpu.h)"},
     {.name = "--hold-memory", .metavar = "BYTES", .flags = CMB_OPT_INTERNAL, .set = set_size, OFF(hold_memory),

@@ -24,6 +24,8 @@ typedef struct cmb_cli {
     const char *case_record; /* internal: the case a child runs (wire.h)    */
     int probe_env;         /* internal: print the GPU environment            */
     int probe_mem;         /* internal: print the device's memory use        */
+    const char *probe_plugin; /* internal: load and check this plug-in (plugin_probe.h) */
+    const char *probe_real;   /* internal: ... as this real: allocator's        */
     int result_fd;         /* internal: where a child writes its results     */
     const char *scenarios; /* comma list or "all"                            */
     const char *allocators;/* comma list or "all"                            */

@@ -446,7 +446,7 @@ static int prepare(const cmb_cli *cli, run_ctx *rc, cmb_env *env, cmb_mode *mode
     plan_setting(cli, env, *mode, dir, &set);
     if (cmb_plan_build(cli, &set, p, err, sizeof err)) {
         fprintf(stderr, "cumembench: %s\n", err);
-        return 2;
+        return cmb_interrupted ? 130 : 2; /* a plug-in's probe was interrupted */
     }
     if (cli->record_trace && p->n - p->n_skipped != 1) {
         fprintf(stderr, "cumembench: --record-trace needs exactly one case to run (%zu selected): choose one "
