@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/cmb_size.h"
+#include "../common/cmb_suggest.h"
 #include "../common/cmb_units.h"
 #include "plugin_probe.h"
 #include "timeline.h"
@@ -382,6 +383,23 @@ static int check_record_trace(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* "unknown option '--sceanrio'; did you mean '--scenario'?" (the user's
+ * options only). Returns -1. */
+static int unknown_option(const char *arg, char *err, size_t errlen)
+{
+    char word[CMB_SUGGEST_MAX_LEN + 1], mean[96];
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    cmb_suggest sg;
+    snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), arg);
+    cmb_suggest_init(&sg, word);
+    for (size_t k = 0; k < N_OPTIONS; k++)
+        if (!(options[k].flags & CMB_OPT_INTERNAL))
+            cmb_suggest_try(&sg, options[k].name);
+    snprintf(err, errlen, "unknown option '%s'%s", arg, cmb_suggest_text(&sg, ";", mean, sizeof mean));
+    return -1;
+}
+
 int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 {
     unsigned char given[N_OPTIONS];
@@ -389,10 +407,8 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
     defaults(cli);
     for (int i = 1; i < argc; i++) {
         const cmb_cli_option *o = cmb_cli_match(argv[i]);
-        if (!o) {
-            snprintf(err, errlen, "unknown option '%s'", argv[i]);
-            return -1;
-        }
+        if (!o)
+            return unknown_option(argv[i], err, errlen);
         const char *v = o->metavar ? cmb_cli_value(argc, argv, &i, err, errlen) : NULL;
         if (o->metavar && !v)
             return -1;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../allocators/external.h"
+#include "../common/cmb_suggest.h"
 #include "timeline.h"
 
 /* --- selecting scenarios and allocators ------------------------------------------------- */
@@ -56,7 +57,13 @@ static int select_scenarios(const cmb_cli *cli, const cmb_scenario **out, size_t
     for (size_t i = 0; i < k; i++) {
         const cmb_scenario *s = cmb_scenario_find(names[i]);
         if (!s) {
-            snprintf(err, errlen, "unknown scenario '%s' (cumembench --list shows them)", names[i]);
+            cmb_suggest sg;
+            char mean[160];
+            cmb_suggest_init(&sg, names[i]);
+            for (size_t j = 0; j < cmb_scenario_count(); j++)
+                cmb_suggest_try(&sg, cmb_scenario_at(j)->name);
+            snprintf(err, errlen, "unknown scenario '%s'%s (cumembench --list shows them)", names[i],
+                     cmb_suggest_text(&sg, ";", mean, sizeof mean));
             return -1;
         }
         out[(*n)++] = s;
@@ -90,11 +97,17 @@ static int check_overrides(const cmb_cli *cli, const cmb_scenario *const *scn, s
 {
     for (size_t k = 0; k < cli->n_overrides; k++) {
         int known = 0;
-        for (size_t i = 0; i < n_scn && !known; i++)
+        cmb_suggest sg;
+        char mean[160];
+        cmb_suggest_init(&sg, cli->overrides[k].name);
+        for (size_t i = 0; i < n_scn && !known; i++) {
             known = cmb_param_spec_find(scn[i], cli->overrides[k].name) != NULL;
+            for (size_t j = 0; j < scn[i]->n_params; j++)
+                cmb_suggest_try(&sg, scn[i]->params[j].name);
+        }
         if (!known) {
-            snprintf(err, errlen, "no selected scenario has a parameter '%s' (cumembench --list shows them)",
-                     cli->overrides[k].name);
+            snprintf(err, errlen, "no selected scenario has a parameter '%s'%s (cumembench --list shows them)",
+                     cli->overrides[k].name, cmb_suggest_text(&sg, ";", mean, sizeof mean));
             return -1;
         }
     }

@@ -20,13 +20,21 @@ typedef struct bad_case {
 } bad_case;
 
 static const bad_case bad[] = {
-    {"--bogus", "unknown option '--bogus'"},
+    {"--bogus", "unknown option '--bogus' (see"},
     {"-x", "unknown option"},
     {"--scenario", "needs a value"},
     {"--scenario nosuch", "unknown scenario 'nosuch'"},
     {"--scenario churn,,replay", "empty scenario name"},
     {"--scenario ,churn", "empty scenario name"},
-    {"--allocator nosuch", "unknown allocator 'nosuch'"},
+    {"--allocator nosuch", "unknown allocator 'nosuch' (cumembench --list"},
+    /* a misspelt name: the closest known one (common/cmb_suggest.h) */
+    {"--sceanrio churn", "unknown option '--sceanrio'; did you mean '--scenario'?"},
+    {"--scenario chrun", "unknown scenario 'chrun'; did you mean 'churn'?"},
+    {"--allocator torch-cachng --scenario churn", "unknown allocator 'torch-cachng'; did you mean 'torch-caching'?"},
+    {"--allocator rmm_pool --scenario churn", "unknown allocator 'rmm_pool'; did you mean 'rmm-pool'?"},
+    {"--allocator real:rmm-pol --scenario churn", "unknown allocator 'real:rmm-pol'; did you mean 'real:rmm-pool'?"},
+    {"--allocator bfc:allow_grwth=true --scenario churn", "unknown option 'allow_grwth'; did you mean 'allow_growth'?"},
+    {"--param fil=0.5 --scenario churn", "no selected scenario has a parameter 'fil'; did you mean 'fill'?"},
     {"--allocator cuda,", "empty allocator name"},
     {"--allocator cuda@gpu", "unknown upstream 'gpu'"},
     {"--allocator cuda:", "empty option list"},
