@@ -215,7 +215,8 @@ static const cmb_cli_option options[] = {
      .help = "scenarios to run, or 'all' (default all)"},
     {.name = "--allocator", .metavar = "SPEC[,SPEC]", .set = set_text, OFF(allocators),
      .help = "allocators, or 'all' (default all);\nSPEC = NAME[:key=value...][@cuda|@vmm|@sim],\n"
-             "or external:/path/lib.so[:key=value...] (loaded and checked\nin a probe process first, 10 s at most)"},
+             "or external:/path/lib.so[:key=value...] (loaded and checked\nin a probe process first, 10 s at most);\n"
+             "key=V1|V2|... sweeps an option (one allocator per value)"},
     {.name = "--preset", .metavar = "quick|full", .set = set_choice, OFF(preset), .choices = preset_choices,
      .help = "parameter presets (default quick)"},
     {.name = "--param", .metavar = "NAME=V[,V...]", .set = set_param,

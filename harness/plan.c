@@ -71,10 +71,81 @@ static int select_scenarios(const cmb_cli *cli, const cmb_scenario **out, size_t
     return 0;
 }
 
+/* --- an allocator option swept: NAME:key=v1|v2|v3 ------------------------------------------ */
+
+/* Appends `piece` (len bytes) to each of the first `have` specs in out,
+ * once per '|'-separated alternative of it: the product grows. */
+static int sweep_product(char out[][512], size_t *have, size_t max, const char *piece, size_t len, char *err,
+                         size_t errlen)
+{
+    char alt[512];
+    const char *eq = memchr(piece, '=', len);
+    size_t key_len = eq ? (size_t)(eq - piece) + 1 : 0, n_alt = 1, prev = *have;
+    for (size_t i = key_len; i < len; i++)
+        n_alt += piece[i] == '|' && eq;
+    if (prev * n_alt > max) {
+        snprintf(err, errlen, "more than %d allocators (each value of an allocator option swept counts)", MAX_SELECTED);
+        return -1;
+    }
+    for (size_t a = n_alt; a-- > 0;) { /* the last alternative first: out[i] is read until a == 0 */
+        const char *v = piece + key_len, *end = piece + len;
+        for (size_t skip = 0; skip < a; skip++)
+            v = memchr(v, '|', (size_t)(end - v)) + 1;
+        const char *bar = n_alt > 1 ? memchr(v, '|', (size_t)(end - v)) : NULL;
+        size_t vlen = (size_t)((bar ? bar : end) - v);
+        if (!vlen && n_alt > 1) {
+            snprintf(err, errlen, "empty value in allocator sweep '%.*s'", (int)len, piece);
+            return -1;
+        }
+        for (size_t i = 0; i < prev; i++) {
+            snprintf(alt, sizeof alt, "%s%.*s%.*s", out[i], (int)key_len, piece, (int)vlen, v);
+            snprintf(out[a * prev + i], 512, "%s", alt);
+        }
+    }
+    *have = prev * n_alt;
+    return 0;
+}
+
+/* `spec` with every option value "v1|v2|..." expanded: one spec per
+ * combination, in the order written ("torch-caching:max_split_size_mb=
+ * 64|128@vmm": two). The name and @UPSTREAM are never split. */
+static int expand_sweep(const char *spec, char out[][512], size_t max, size_t *n, char *err, size_t errlen)
+{
+    const char *at = strrchr(spec, '@'), *end = at ? at : spec + strlen(spec);
+    const char *colon = strchr(spec, ':');
+    if (!strncmp(spec, "external:", 9) || !strncmp(spec, "real:", 5))
+        colon = colon ? strchr(colon + 1, ':') : NULL; /* past the path or real:NAME */
+    *n = 1;
+    snprintf(out[0], 512, "%.*s", (int)((colon && colon < end ? colon : end) - spec), spec);
+    for (const char *p = colon; p && p < end;) {
+        const char *next = memchr(p + 1, ':', (size_t)(end - p - 1));
+        size_t len = (size_t)((next ? next : end) - p);
+        if (sweep_product(out, n, max, p, len, err, errlen))
+            return -1;
+        p = next;
+    }
+    for (size_t i = 0; at && i < *n; i++)
+        snprintf(out[i] + strlen(out[i]), 512 - strlen(out[i]), "%s", at);
+    return 0;
+}
+
+/* Two specs that name one allocator with one option list (a sweep that
+ * repeats a listed one): two cases under one name, refused. */
+static int duplicate_allocator(const cmb_alloc_spec *a, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(a[i].text, a[j].text)) {
+                snprintf(err, errlen, "allocator '%s' is listed twice", a[i].text);
+                return -1;
+            }
+    return 0;
+}
+
 /* The specs are the caller's (out[]), each parsed in place. */
 static int select_allocators(const cmb_cli *cli, cmb_alloc_spec *out, size_t *n, char *err, size_t errlen)
 {
-    static char names[MAX_SELECTED][512];
+    static char names[MAX_SELECTED][512], swept[MAX_SELECTED][512];
     size_t k;
     *n = 0;
     if (!cli->allocators || !strcmp(cli->allocators, "all")) {
@@ -85,10 +156,15 @@ static int select_allocators(const cmb_cli *cli, cmb_alloc_spec *out, size_t *n,
     }
     if (split_list(cli->allocators, names, MAX_SELECTED, &k, "allocator", err, errlen))
         return -1;
-    for (size_t i = 0; i < k; i++)
-        if (cmb_alloc_spec_parse(names[i], &out[(*n)++], err, errlen))
+    for (size_t i = 0; i < k; i++) {
+        size_t m;
+        if (expand_sweep(names[i], swept, MAX_SELECTED - *n, &m, err, errlen))
             return -1;
-    return 0;
+        for (size_t j = 0; j < m; j++)
+            if (cmb_alloc_spec_parse(swept[j], &out[(*n)++], err, errlen))
+                return -1;
+    }
+    return duplicate_allocator(out, *n, err, errlen);
 }
 
 /* Every --param must belong to at least one selected scenario. */
