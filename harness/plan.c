@@ -1,8 +1,12 @@
 /* plan.c - which cases a command line selects (see plan.h). */
+#define _GNU_SOURCE
 #include "plan.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../allocators/external.h"
 #include "../common/cmb_suggest.h"
@@ -190,6 +194,64 @@ static int check_overrides(const cmb_cli *cli, const cmb_scenario *const *scn, s
     return 0;
 }
 
+/* --- a PyTorch snapshot given as a trace ------------------------------------------------------ */
+
+/* Where the converter is: beside the build (the source tree holding it),
+ * else its place in the sources. */
+static void converter_path(char *out, size_t len)
+{
+    char self[PATH_MAX], cand[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    const char *rel[] = {"/../traces/torch_snapshot_to_trace.py", "/traces/torch_snapshot_to_trace.py"};
+    for (size_t i = 0; n > 0 && i < 2; i++) {
+        snprintf(cand, sizeof cand, "%s%s", self, rel[i]);
+        if (realpath(cand, out) && len >= PATH_MAX)
+            return;
+    }
+    snprintf(out, len, "traces/torch_snapshot_to_trace.py");
+}
+
+/* 1 when the file begins as a pickle does (protocol 2 or later, as
+ * torch.cuda.memory._dump_snapshot writes it). */
+static int is_pickle(const char *path)
+{
+    unsigned char head[2] = {0, 0};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(head, 1, 2, f);
+    fclose(f);
+    return got == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+}
+
+/* A --param trace= that names a PyTorch snapshot: refused with the exact
+ * command that converts it (the replay reads the suite's trace format). */
+static int check_snapshot_traces(const cmb_cli *cli, char *err, size_t errlen)
+{
+    char list[4096], conv[PATH_MAX], out[PATH_MAX];
+    for (size_t k = 0; k < cli->n_overrides; k++) {
+        if (strcmp(cli->overrides[k].name, "trace") || strlen(cli->overrides[k].values) >= sizeof list)
+            continue;
+        snprintf(list, sizeof list, "%s", cli->overrides[k].values);
+        for (char *save = NULL, *v = strtok_r(list, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+            if (!is_pickle(v))
+                continue;
+            const char *dot = strrchr(v, '.');
+            int ext = dot && (!strcmp(dot, ".pickle") || !strcmp(dot, ".pkl"));
+            snprintf(out, sizeof out, "%.*s.trace", (int)(ext ? dot - v : (int)strlen(v)), v);
+            converter_path(conv, sizeof conv);
+            snprintf(err, errlen, "--param trace=%s is a PyTorch memory snapshot (a pickle): convert it first with "
+                     "'python3 %s %s %s', then give --param trace=%s", v, conv, v, out, out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* --- the plan --------------------------------------------------------------------------------- */
 
 uint64_t cmb_plan_capacity(const cmb_cli *cli, cmb_mode mode)
@@ -329,7 +391,7 @@ int cmb_plan_build(const cmb_cli *cli, const cmb_plan_setting *set, cmb_plan *p,
         return -1;
     }
     if (select_scenarios(cli, scn, &n_scn, err, errlen) || select_allocators(cli, allocs, &n_alloc, err, errlen) ||
-        check_overrides(cli, scn, n_scn, err, errlen))
+        check_overrides(cli, scn, n_scn, err, errlen) || check_snapshot_traces(cli, err, errlen))
         goto out;
     for (size_t a = 0; a < n_alloc; a++)
         if (!(methods[a] = cmb_policy_methods(&allocs[a], err, errlen)))
