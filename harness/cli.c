@@ -16,6 +16,7 @@
 #include "../common/cmb_size.h"
 #include "../common/cmb_suggest.h"
 #include "../common/cmb_units.h"
+#include "costs.h"
 #include "plugin_probe.h"
 #include "timeline.h"
 
@@ -244,6 +245,11 @@ static const cmb_cli_option options[] = {
      OFF(case_timeout_s), .help = "kill a case that runs longer (default 900)"},
     {.name = "--fault", .metavar = "nth=N,every=K,prob=P,seed=S", .set = set_fault, OFF(fault),
      .help = "inject upstream failures (fault-injection runs)"},
+    {.name = "--costs", .metavar = "FILE", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(costs),
+     .what = "a cost file", .help = "price sim cases' allocator time with this cost file\n(cumembench calibrate; "
+                                    "docs/costs.md; default: H100's)"},
+    {.name = "--gpu-model", .metavar = "NAME", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(gpu_model),
+     .what = "a GPU model", .help = "... with the committed cost file closest to this GPU\n(nvidia-h200, \"NVIDIA H200\")"},
     {.name = "--record-trace", .metavar = "FILE", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(record_trace),
      .what = "a file name",
      .help = "write the allocation traffic of the one selected case\n(first repetition) as a trace "
@@ -401,6 +407,19 @@ static int unknown_option(const char *arg, char *err, size_t errlen)
     return -1;
 }
 
+/* --costs / --gpu-model: checked before anything runs and made the run's
+ * cost file (CMB_COSTS, inherited by the case processes; harness/costs.h). */
+static int apply_costs(const cmb_cli *cli, char *err, size_t errlen)
+{
+    if (cli->costs && cli->gpu_model) {
+        snprintf(err, errlen, "--costs and --gpu-model both choose the cost file: give one");
+        return -1;
+    }
+    if (cli->costs)
+        return cmb_costs_use_file(cli->costs, err, errlen);
+    return cli->gpu_model ? cmb_costs_use_gpu_model(cli->gpu_model, err, errlen) : 0;
+}
+
 int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 {
     unsigned char given[N_OPTIONS];
@@ -422,7 +441,7 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
         if (o->set(cli, o, v, err, errlen))
             return -1;
     }
-    if (check_conflicts(cli, given, err, errlen))
+    if (check_conflicts(cli, given, err, errlen) || apply_costs(cli, err, errlen))
         return -1;
     if (cli->record_trace && !cli->child && check_record_trace(cli->record_trace, err, errlen))
         return -1;

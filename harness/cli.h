@@ -46,6 +46,8 @@ typedef struct cmb_cli {
     uint64_t hold_memory;  /* internal: be the contention scenario's holder  */
     int multi_gpu_rank;    /* internal: be a rank of the multi-gpu scenario  */
     const char *record_trace; /* write the traffic of the (single) case */
+    const char *costs;     /* --costs FILE: the cost file of predicted times  */
+    const char *gpu_model; /* --gpu-model NAME: the committed cost file closest to it */
     const char *resume;    /* continue the run in this directory            */
     int timeline;              /* -1 auto (scenarios that ask), 0 off, 1 on  */
     unsigned timeline_points;  /* 0: the default                             */
