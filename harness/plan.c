@@ -407,6 +407,31 @@ out:
 
 /* --- what the user is told ---------------------------------------------------------------------- */
 
+/* How many cases share case i's reason; 0 when an earlier case has it. */
+static size_t same_reason(const cmb_plan *p, size_t i)
+{
+    size_t same = 0;
+    for (size_t j = 0; j < p->n; j++) {
+        if (strcmp(p->cases[j].reason, p->cases[i].reason))
+            continue;
+        if (j < i)
+            return 0;
+        same++;
+    }
+    return same;
+}
+
+void cmb_plan_print_nothing_runs(const cmb_plan *p, FILE *f)
+{
+    fprintf(f, "cumembench: nothing ran: all %zu case%s skipped (no run directory written):\n", p->n,
+            p->n == 1 ? " was" : "s were");
+    /* most frequent reason first */
+    for (size_t most = p->n; most > 0; most--)
+        for (size_t i = 0; i < p->n; i++)
+            if (same_reason(p, i) == most)
+                fprintf(f, "  %s (%zu case%s)\n", p->cases[i].reason, most, most == 1 ? "" : "s");
+}
+
 void cmb_plan_print_skipped(const cmb_plan *p, FILE *f)
 {
     if (!p->n_skipped)

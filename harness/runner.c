@@ -474,6 +474,11 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     int status = prepare(cli, &rc, &env, &mode, &p, dir, sizeof dir);
     if (status)
         goto out_free;
+    if (!cli->resume && p.n == p.n_skipped) { /* no run directory for a run that runs nothing */
+        cmb_plan_print_nothing_runs(&p, stderr);
+        status = 1;
+        goto out_free;
+    }
     status = 2;
     cmb_devcheck_start(&dc, mode == CMB_MODE_GPU, &env, rc.self, cli->device);
     if (cmb_resume_open_output(&out, &rs, cli, dir, &env, mode == CMB_MODE_GPU ? "gpu" : "sim", err, sizeof err)) {

@@ -135,13 +135,15 @@ class Answers(unittest.TestCase):
             out = os.path.join(self.tmp, "none-" + str(abs(hash(tuple(args)))))
             p = run(args, out)
             self.assertEqual(p.returncode, 1, f"{args}: {p.stderr}")
-            m = re.search(r"nothing ran: all (\d+) cases were skipped:\n((?:  .*\n)+)", p.stderr)
+            m = re.search(r"nothing ran: all (\d+) cases were skipped \(no run directory written\):\n((?:  .*\n)+)",
+                          p.stderr)
             self.assertTrue(m, p.stderr)
             lines = m.group(2).splitlines()
             self.assertTrue(any(reason in line for line in lines), lines)
             counts = [int(x) for line in lines for x in re.findall(r"\((\d+) cases?\)$", line)]
             self.assertEqual(sum(counts), int(m.group(1)), lines)   # grouped: every case counted once
             self.assertEqual(counts, sorted(counts, reverse=True))  # most frequent first
+            self.assertFalse(os.path.exists(out), out)  # nothing written, not an empty run
 
     def test_quiet_run_still_says_why_nothing_ran(self):
         p = run(["--scenario", "pinned", "--quiet"], os.path.join(self.tmp, "quiet"))
