@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "../common/cmb_size_parse.h"
+#include "../common/cmb_suggest.h"
 #include "cmb_allocator.h"
 
 #ifdef __cplusplus
@@ -203,11 +204,18 @@ static inline const cmb_option_decl *cmb_optck_find(const cmb_option_decl *decls
     return NULL;
 }
 
-/* "allocator 'A': unknown option 'K' (options: a, b, c)". Returns -1. */
+/* "allocator 'A': unknown option 'K'[; did you mean 'k'?] (options: a, b,
+ * c)". Returns -1. */
 static inline int cmb_optck_unknown(const char *allocator, const cmb_option_decl *decls, const char *key, char *err,
                                     size_t errlen)
 {
-    size_t used = (size_t)snprintf(err, errlen, "allocator '%s': unknown option '%s' (%s", allocator, key,
+    cmb_suggest s;
+    char mean[96];
+    cmb_suggest_init(&s, key);
+    for (const cmb_option_decl *d = decls; d && d->name; d++)
+        cmb_suggest_try(&s, d->name);
+    size_t used = (size_t)snprintf(err, errlen, "allocator '%s': unknown option '%s'%s (%s", allocator, key,
+                                   cmb_suggest_text(&s, ";", mean, sizeof mean),
                                    decls && decls->name ? "options: " : "it takes none");
     for (const cmb_option_decl *d = decls; d && d->name && used < errlen; d++)
         used += (size_t)snprintf(err + used, errlen - used, "%s%s", d == decls ? "" : ", ", d->name);

@@ -17,8 +17,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --- the loader of a process that must not run plug-in code ----------------------- */
+
+static cmb_plugin_loader_fn plugin_loader;
+
+void cmb_plugin_loader_set(cmb_plugin_loader_fn fn)
+{
+    plugin_loader = fn;
+}
+
+cmb_plugin_loader_fn cmb_plugin_loader_get(void)
+{
+    return plugin_loader;
+}
+
+/* --- loading here ------------------------------------------------------------------------ */
+
 int cmb_external_load(const char *path, const cmb_allocator_methods **out, char *err, size_t errlen)
 {
+    if (plugin_loader)
+        return plugin_loader(path, NULL, out, err, errlen);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         snprintf(err, errlen, "cannot load external allocator %s: %s", path, dlerror());

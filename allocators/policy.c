@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/cmb_suggest.h"
 #include "external.h"
 #include "options.h"
 #include "real.h"
@@ -49,7 +50,13 @@ static int real_spec(cmb_alloc_spec *s, char *buf, char **opts, size_t *used, ch
         *opts = colon + 1;
     }
     if (!(s->real = cmb_real_find(buf))) {
-        snprintf(err, errlen, "unknown allocator '%s' (cumembench --list shows the real ones)", buf);
+        cmb_suggest sg;
+        char mean[160];
+        cmb_suggest_init(&sg, buf);
+        for (size_t i = 0; i < cmb_real_count(); i++)
+            cmb_suggest_try(&sg, cmb_real_at(i)->name);
+        snprintf(err, errlen, "unknown allocator '%s'%s (cumembench --list shows the real ones)", buf,
+                 cmb_suggest_text(&sg, ";", mean, sizeof mean));
         return -1;
     }
     if (s->has_upstream) {
@@ -124,7 +131,13 @@ int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t 
         }
         s->entry = cmb_allocator_find(buf);
         if (!s->entry) {
-            snprintf(err, errlen, "unknown allocator '%s' (cumembench --list shows them)", buf);
+            cmb_suggest sg;
+            char mean[160];
+            cmb_suggest_init(&sg, buf);
+            for (size_t i = 0; i < cmb_allocator_count(); i++)
+                cmb_suggest_try(&sg, cmb_allocator_at(i)->name);
+            snprintf(err, errlen, "unknown allocator '%s'%s (cumembench --list shows them)", buf,
+                     cmb_suggest_text(&sg, ";", mean, sizeof mean));
             return -1;
         }
         snprintf(s->name, sizeof s->name, "%s", buf);

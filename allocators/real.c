@@ -3,7 +3,9 @@
  * The table below names, for each original library the suite emulates,
  * its plug-in (built from real/<library>/ where CMake finds the library),
  * its options and what to install where it is missing. Resolution happens
- * once per process (the parent to plan and skip, each case's child to run).
+ * once per process: each case's child loads the plug-in to run it; the
+ * parent, which plans and skips, only learns from a probe process what the
+ * plug-in holds (cmb_plugin_loader_set, harness/plugin_probe.c).
  */
 #define _GNU_SOURCE
 #include "real.h"
@@ -175,13 +177,12 @@ static int locate(const cmb_real_info *ri, char *out, size_t len)
     return file_exists(out);
 }
 
-/* Loads the plug-in at `path` and takes its table for ri; 0, or -1 with
- * st->why set. The library stays loaded for the life of the process. */
-static int load(const cmb_real_info *ri, const char *path, resolved *st)
+int cmb_real_load(const cmb_real_info *ri, const char *path, const cmb_allocator_methods **out, char *why,
+                  size_t whylen)
 {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        snprintf(st->why, sizeof st->why, "cannot load %s (%s): %s", path, dlerror(), ri->install);
+        snprintf(why, whylen, "cannot load %s (%s): %s", path, dlerror(), ri->install);
         return -1;
     }
     cmb_real_entry_fn entry = (cmb_real_entry_fn)dlsym(lib, CMB_REAL_ENTRY_SYMBOL);
@@ -190,19 +191,33 @@ static int load(const cmb_real_info *ri, const char *path, resolved *st)
         m = cmb_methods_from_abi(entry(v, ri->name), v); /* a plug-in built before the last bump */
     if (!m || m->abi_version < CMB_ALLOCATOR_ABI_VERSION_MIN || m->abi_version > CMB_ALLOCATOR_ABI_VERSION ||
         !m->create || !m->allocate || !m->deallocate || !m->stats || !m->destroy) {
-        snprintf(st->why, sizeof st->why, "%s holds no table of %s for allocator ABI version %u: rebuild it",
-                 path, ri->name, CMB_ALLOCATOR_ABI_VERSION);
+        snprintf(why, whylen, "%s holds no table of %s for allocator ABI version %u: rebuild it", path, ri->name,
+                 CMB_ALLOCATOR_ABI_VERSION);
         dlclose(lib);
         return -1;
     }
     cmb_real_probe_fn probe = (cmb_real_probe_fn)dlsym(lib, CMB_REAL_PROBE_SYMBOL);
     char reason[320] = "";
     if (probe && probe(ri->name, reason, sizeof reason)) {
-        snprintf(st->why, sizeof st->why, "%s: %s", reason[0] ? reason : "library not usable", ri->install);
+        snprintf(why, whylen, "%s: %s", reason[0] ? reason : "library not usable", ri->install);
         return -1; /* stays loaded: its probe may have started an interpreter */
     }
-    st->entry.methods = m;
+    *out = m;
     return 0;
+}
+
+/* The table for ri from the plug-in at `path`: loaded here, or where a
+ * plug-in loader is installed (cumembench's parent), described by it. 0,
+ * or -1 with st->why set. */
+static int load(const cmb_real_info *ri, const char *path, resolved *st)
+{
+    cmb_plugin_loader_fn loader = cmb_plugin_loader_get();
+    const cmb_allocator_methods *m = NULL;
+    int rc = loader ? loader(path, ri->name, &m, st->why, sizeof st->why)
+                    : cmb_real_load(ri, path, &m, st->why, sizeof st->why);
+    if (!rc)
+        st->entry.methods = m;
+    return rc;
 }
 
 const cmb_allocator_entry *cmb_real_resolve(const cmb_real_info *ri, char *why, size_t whylen)

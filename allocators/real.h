@@ -57,6 +57,14 @@ int cmb_real_check_option(const cmb_real_info *ri, const char *key, const char *
  * (empty when it can run). The entry's `emulates` is NULL: it is real. */
 const cmb_allocator_entry *cmb_real_resolve(const cmb_real_info *ri, char *why, size_t whylen);
 
+/* Loads the plug-in at `path` here (dlopen) and takes its table for ri,
+ * checking the ABI and the plug-in's own probe of its library: 0, or -1
+ * with a one-line reason. The library stays loaded. cmb_real_resolve calls
+ * it, or, where a plug-in loader is installed (external.h), the loader,
+ * whose probe process calls it. */
+int cmb_real_load(const cmb_real_info *ri, const char *path, const cmb_allocator_methods **out, char *why,
+                  size_t whylen);
+
 /* Where the plug-in was found ("" when not). Valid after cmb_real_resolve. */
 const char *cmb_real_plugin_path(const cmb_real_info *ri);
 

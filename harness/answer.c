@@ -309,10 +309,37 @@ static const char *case_status(const ans_case *c)
     return c->failed_reps || c->case_failed ? "partial" : "ok";
 }
 
-static int case_ran(const ans_case *c)
+static double median(const double *v);
+
+/* An allocation failed in some phase of a case that finished (churn's
+ * checkerboard under arena or buddy): it did not fit, whatever its status
+ * says. Not where failing is the measure: a scenario whose memory measure
+ * is how much it obtained (higher is better: contention, batch-sweep)
+ * allocates until a request fails. */
+static int failed_in_phase(const ans_case *c)
+{
+    return !c->mem_higher && median(c->failed_allocs) > 0;
+}
+
+/* Did not fit: out of memory, or an allocation failed in some phase. */
+static int finished(const ans_case *c);
+
+static int did_not_fit(const ans_case *c)
+{
+    return !strcmp(case_status(c), "oom") || (finished(c) && failed_in_phase(c));
+}
+
+/* Finished with numbers (ok or partial): plots/cmb_report's Case.ran. */
+static int finished(const ans_case *c)
 {
     const char *s = case_status(c);
     return !strcmp(s, "ok") || !strcmp(s, "partial");
+}
+
+/* Finished, and compared: every allocation fit. */
+static int case_ran(const ans_case *c)
+{
+    return finished(c) && !failed_in_phase(c);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -337,7 +364,7 @@ static double median(const double *v)
 
 /* --- best for memory, best for time ------------------------------------------------------------------ */
 
-enum { ANS_MEMORY, ANS_TIME };
+enum { ANS_MEMORY, ANS_TIME, ANS_CAPACITY };
 
 typedef struct ans_score {
     const char *label;
@@ -352,7 +379,7 @@ static int served_less(const ans_run *run, const size_t *idx, size_t n, const an
         return 0;
     for (size_t i = 0; i < n; i++) {
         const ans_case *o = &run->c[idx[i]];
-        double v = case_ran(o) && !strcmp(o->params, c->params) ? median(o->req) : NAN;
+        double v = finished(o) && !strcmp(o->params, c->params) ? median(o->req) : NAN;
         top = !isnan(v) && v > top ? v : top;
     }
     return mine < (1 - ANS_SERVED_TOL) * top;
@@ -365,7 +392,9 @@ static double compared_value(const ans_run *run, const size_t *idx, size_t n, co
         return NAN;
     if (which == ANS_TIME)
         return strcmp(run->mode, "gpu") || strcmp(c->impl[0] ? c->impl : "real", "real") ? NAN : median(c->time);
-    return served_less(run, idx, n, c) ? NAN : median(c->mem);
+    if (served_less(run, idx, n, c))
+        return NAN;
+    return which == ANS_CAPACITY ? median(c->min_cap) : median(c->mem);
 }
 
 static double score_of(const ans_score *s)
@@ -439,10 +468,29 @@ static int best_text(const ans_score *s, size_t k, int higher, const char *what,
 
 /* --- the table ------------------------------------------------------------------------------------- */
 
+/* 1 when every case that ran found its smallest GPU (replay's min
+ * capacity): "best for memory" then ranks by it, not by the peak on the
+ * simulated device (a pool sized by the device's free memory looks large
+ * there and may still fit the smallest GPU). */
+static int ranks_by_capacity(const ans_run *run, const size_t *idx, size_t n)
+{
+    size_t with = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ans_case *c = &run->c[idx[i]];
+        if (!case_ran(c))
+            continue;
+        if (isnan(median(c->min_cap)))
+            return 0;
+        with++;
+    }
+    return with > 0;
+}
+
 static void memory_line(const ans_run *run, const size_t *idx, size_t n, char *out, size_t len)
 {
     const ans_case *c0 = &run->c[idx[0]];
     ans_score *s = calloc(n, sizeof *s);
+    int by_cap = ranks_by_capacity(run, idx, n);
     char what[96];
     size_t len_name = strlen(c0->mem_name), tail = strlen("peak_reserved_bytes");
     if (has_suffix(c0->mem_name, len_name, "peak_reserved_bytes")) { /* "smallest churn peak reserved" */
@@ -453,11 +501,13 @@ static void memory_line(const ans_run *run, const size_t *idx, size_t n, char *o
     } else {
         snprintf(what, sizeof what, "%s %s", c0->mem_higher ? "highest" : "lowest", c0->mem_name);
     }
-    size_t k = s ? scores(run, idx, n, ANS_MEMORY, c0->mem_higher, s) : 0;
+    if (by_cap)
+        snprintf(what, sizeof what, "smallest GPU it fits on");
+    size_t k = s ? scores(run, idx, n, by_cap ? ANS_CAPACITY : ANS_MEMORY, by_cap ? 0 : c0->mem_higher, s) : 0;
     int oom = 0;
     for (size_t i = 0; i < n; i++)
-        oom |= !strcmp(case_status(&run->c[idx[i]]), "oom");
-    if (!best_text(s, k, c0->mem_higher, what, out, len) && oom)
+        oom |= did_not_fit(&run->c[idx[i]]);
+    if (!best_text(s, k, by_cap ? 0 : c0->mem_higher, what, out, len) && oom)
         snprintf(out, len, "none: no allocator that ran fit");
     else if (!k)
         snprintf(out, len, "no allocator finished with %s to compare", c0->mem_name);
@@ -469,7 +519,7 @@ static void time_line(const ans_run *run, const size_t *idx, size_t n, char *out
     ans_score *s = calloc(n, sizeof *s);
     size_t k = s ? scores(run, idx, n, ANS_TIME, 0, s) : 0, emulated = 0;
     for (size_t i = 0; i < n; i++)
-        emulated += case_ran(&run->c[idx[i]]) && run->c[idx[i]].impl[0] && strcmp(run->c[idx[i]].impl, "real");
+        emulated += finished(&run->c[idx[i]]) && run->c[idx[i]].impl[0] && strcmp(run->c[idx[i]].impl, "real");
     if (!best_text(s, k, 0, "fastest real allocator", out, len))
         snprintf(out, len, "no real allocator was timed");
     if (emulated)
@@ -519,15 +569,19 @@ static int status_list(const ans_run *run, const size_t *idx, size_t n, const ch
     size_t used = 0;
     int found = 0;
     out[0] = '\0';
+    int oom = !strcmp(status, "oom");
     for (size_t i = 0; i < n && used < len; i++) {
         const ans_case *c = &run->c[idx[i]];
-        if (strcmp(case_status(c), status))
+        if (oom ? !did_not_fit(c) : strcmp(case_status(c), status))
             continue;
         char params[256];
         varying(run, idx, n, c, params, sizeof params);
         found++;
         used += (size_t)snprintf(out + used, len - used, "%s%s%s", used ? ", " : "", c->label, params);
-        if (!strcmp(status, "oom") && !isinf(c->oom_lo) && used < len)
+        if (oom && isinf(c->oom_lo) && failed_in_phase(c) && used < len)
+            used += (size_t)snprintf(out + used, len - used, " (%.0f allocations failed in a phase)",
+                                     median(c->failed_allocs));
+        else if (oom && !isinf(c->oom_lo) && used < len)
             used += (size_t)(c->oom_lo == c->oom_hi
                                  ? snprintf(out + used, len - used, " (%.0f allocations failed)", c->oom_hi)
                                  : snprintf(out + used, len - used, " (%.0f-%.0f allocations failed)", c->oom_lo,
@@ -582,7 +636,7 @@ static size_t rank_entries(const ans_run *run, const size_t *idx, size_t n, int 
             e[k++] = (cmb_rank_entry){c->label, 1, 0, 0, 0};
         double fa = median(c->failed_allocs), cap = median(c->min_cap), m = median(c->mem);
         double t = gpu ? (strcmp(c->impl[0] ? c->impl : "real", "real") ? NAN : median(c->time)) : median(c->pred);
-        e[j].fits &= !strcmp(case_status(c), "ok") && !(fa > 0);
+        e[j].fits &= !strcmp(case_status(c), "ok") && !(fa > 0 && !c->mem_higher); /* failed_in_phase */
         e[j].min_capacity = isnan(cap) || isnan(e[j].min_capacity) ? NAN : fmax(e[j].min_capacity, cap);
         e[j].memory += c->mem_higher ? -m : m; /* lower is better */
         e[j].time_s += t;

@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "../common/cmb_size.h"
+#include "../common/cmb_suggest.h"
 #include "../common/cmb_units.h"
+#include "costs.h"
+#include "plugin_probe.h"
 #include "timeline.h"
 
 /* --- setters ------------------------------------------------------------------------ */
@@ -213,7 +216,8 @@ static const cmb_cli_option options[] = {
      .help = "scenarios to run, or 'all' (default all)"},
     {.name = "--allocator", .metavar = "SPEC[,SPEC]", .set = set_text, OFF(allocators),
      .help = "allocators, or 'all' (default all);\nSPEC = NAME[:key=value...][@cuda|@vmm|@sim],\n"
-             "or external:/path/lib.so[:key=value...]"},
+             "or external:/path/lib.so[:key=value...] (loaded and checked\nin a probe process first, 10 s at most);\n"
+             "key=V1|V2|... sweeps an option (one allocator per value)"},
     {.name = "--preset", .metavar = "quick|full", .set = set_choice, OFF(preset), .choices = preset_choices,
      .help = "parameter presets (default quick)"},
     {.name = "--param", .metavar = "NAME=V[,V...]", .set = set_param,
@@ -241,6 +245,11 @@ static const cmb_cli_option options[] = {
      OFF(case_timeout_s), .help = "kill a case that runs longer (default 900)"},
     {.name = "--fault", .metavar = "nth=N,every=K,prob=P,seed=S", .set = set_fault, OFF(fault),
      .help = "inject upstream failures (fault-injection runs)"},
+    {.name = "--costs", .metavar = "FILE", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(costs),
+     .what = "a cost file", .help = "price sim cases' allocator time with this cost file\n(cumembench calibrate; "
+                                    "docs/costs.md; default: H100's)"},
+    {.name = "--gpu-model", .metavar = "NAME", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(gpu_model),
+     .what = "a GPU model", .help = "... with the committed cost file closest to this GPU\n(nvidia-h200, \"NVIDIA H200\")"},
     {.name = "--record-trace", .metavar = "FILE", .flags = CMB_OPT_NONEMPTY, .set = set_text, OFF(record_trace),
      .what = "a file name",
      .help = "write the allocation traffic of the one selected case\n(first repetition) as a trace "
@@ -264,6 +273,10 @@ static const cmb_cli_option options[] = {
      .help = "print the GPU's environment"},
     {.name = "--probe-mem", .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(probe_mem),
      .help = "print the device's memory use"},
+    {.name = CMB_ARG_PROBE_PLUGIN, .metavar = "PATH", .flags = CMB_OPT_INTERNAL | CMB_OPT_NONEMPTY, .set = set_text,
+     OFF(probe_plugin), .what = "a plug-in's path", .help = "load and check a plug-in, reporting on fd 3 (plugin_probe.h)"},
+    {.name = CMB_ARG_PROBE_REAL, .metavar = "NAME", .flags = CMB_OPT_INTERNAL | CMB_OPT_NONEMPTY, .set = set_text,
+     OFF(probe_real), .what = "a real: allocator", .help = "the real: allocator a --probe-plugin loads"},
     {.name = "--multi-gpu-rank", .flags = CMB_OPT_INTERNAL, .set = set_flag, OFF(multi_gpu_rank),
      .help = "be a rank of the multi-gpu scenario (scenarios/multi_gpu.h)"},
     {.name = "--hold-memory", .metavar = "BYTES", .flags = CMB_OPT_INTERNAL, .set = set_size, OFF(hold_memory),
@@ -377,6 +390,36 @@ static int check_record_trace(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* "unknown option '--sceanrio'; did you mean '--scenario'?" (the user's
+ * options only). Returns -1. */
+static int unknown_option(const char *arg, char *err, size_t errlen)
+{
+    char word[CMB_SUGGEST_MAX_LEN + 1], mean[96];
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    cmb_suggest sg;
+    snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), arg);
+    cmb_suggest_init(&sg, word);
+    for (size_t k = 0; k < N_OPTIONS; k++)
+        if (!(options[k].flags & CMB_OPT_INTERNAL))
+            cmb_suggest_try(&sg, options[k].name);
+    snprintf(err, errlen, "unknown option '%s'%s", arg, cmb_suggest_text(&sg, ";", mean, sizeof mean));
+    return -1;
+}
+
+/* --costs / --gpu-model: checked before anything runs and made the run's
+ * cost file (CMB_COSTS, inherited by the case processes; harness/costs.h). */
+static int apply_costs(const cmb_cli *cli, char *err, size_t errlen)
+{
+    if (cli->costs && cli->gpu_model) {
+        snprintf(err, errlen, "--costs and --gpu-model both choose the cost file: give one");
+        return -1;
+    }
+    if (cli->costs)
+        return cmb_costs_use_file(cli->costs, err, errlen);
+    return cli->gpu_model ? cmb_costs_use_gpu_model(cli->gpu_model, err, errlen) : 0;
+}
+
 int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 {
     unsigned char given[N_OPTIONS];
@@ -384,10 +427,8 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
     defaults(cli);
     for (int i = 1; i < argc; i++) {
         const cmb_cli_option *o = cmb_cli_match(argv[i]);
-        if (!o) {
-            snprintf(err, errlen, "unknown option '%s'", argv[i]);
-            return -1;
-        }
+        if (!o)
+            return unknown_option(argv[i], err, errlen);
         const char *v = o->metavar ? cmb_cli_value(argc, argv, &i, err, errlen) : NULL;
         if (o->metavar && !v)
             return -1;
@@ -400,7 +441,7 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
         if (o->set(cli, o, v, err, errlen))
             return -1;
     }
-    if (check_conflicts(cli, given, err, errlen))
+    if (check_conflicts(cli, given, err, errlen) || apply_costs(cli, err, errlen))
         return -1;
     if (cli->record_trace && !cli->child && check_record_trace(cli->record_trace, err, errlen))
         return -1;

@@ -24,6 +24,8 @@ typedef struct cmb_cli {
     const char *case_record; /* internal: the case a child runs (wire.h)    */
     int probe_env;         /* internal: print the GPU environment            */
     int probe_mem;         /* internal: print the device's memory use        */
+    const char *probe_plugin; /* internal: load and check this plug-in (plugin_probe.h) */
+    const char *probe_real;   /* internal: ... as this real: allocator's        */
     int result_fd;         /* internal: where a child writes its results     */
     const char *scenarios; /* comma list or "all"                            */
     const char *allocators;/* comma list or "all"                            */
@@ -44,6 +46,8 @@ typedef struct cmb_cli {
     uint64_t hold_memory;  /* internal: be the contention scenario's holder  */
     int multi_gpu_rank;    /* internal: be a rank of the multi-gpu scenario  */
     const char *record_trace; /* write the traffic of the (single) case */
+    const char *costs;     /* --costs FILE: the cost file of predicted times  */
+    const char *gpu_model; /* --gpu-model NAME: the committed cost file closest to it */
     const char *resume;    /* continue the run in this directory            */
     int timeline;              /* -1 auto (scenarios that ask), 0 off, 1 on  */
     unsigned timeline_points;  /* 0: the default                             */

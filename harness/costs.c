@@ -1,5 +1,6 @@
 /* costs.c - predicted allocator time from a case's counts and a cost file
  * (docs/costs.md). */
+#define _GNU_SOURCE
 #include "costs.h"
 
 #include <jansson.h>
@@ -7,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "../allocators/real.h"
@@ -127,11 +131,13 @@ static int results_dir(char *dir, size_t len)
     return access(dir, R_OK) == 0 ? 0 : -1;
 }
 
-int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)
+/* The committed cost file (results/<gpu>/costs.json) whose directory
+ * shares the longest prefix with `want`: its path, and the prefix's length
+ * in *shared. -1 when none is committed. */
+static int closest_cost_file(const char *want, char *path, size_t len, size_t *shared)
 {
     char dir[600], best[256] = "", probe[900];
     size_t best_n = 0;
-    const char *want = gpu_model && *gpu_model ? gpu_model : "nvidia-h100";
     DIR *d;
     if (results_dir(dir, sizeof dir) || !(d = opendir(dir)))
         return -1;
@@ -147,7 +153,78 @@ int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)
     if (!best[0])
         return -1;
     snprintf(path, len, "%s/%s/costs.json", dir, best);
+    *shared = best_n;
     return 0;
+}
+
+int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)
+{
+    size_t shared;
+    return closest_cost_file(gpu_model && *gpu_model ? gpu_model : "nvidia-h100", path, len, &shared);
+}
+
+/* --- chosen on the command line ------------------------------------------------------------------- */
+
+int cmb_costs_use_file(const char *path, char *err, size_t errlen)
+{
+    char abs[PATH_MAX];
+    if (access(path, R_OK)) {
+        snprintf(err, errlen, "--costs %s: %s", path, strerror(errno));
+        return -1;
+    }
+    cmb_costs *c = malloc(sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "--costs: host out of memory");
+        return -1;
+    }
+    int rc = cmb_costs_load(path, c, err, errlen);
+    free(c);
+    if (rc)
+        return -1;
+    if (!realpath(path, abs)) {
+        snprintf(err, errlen, "--costs %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return setenv(CMB_COSTS_ENV, abs, 1);
+}
+
+/* The committed GPUs with a cost file, "a, b", for a message. */
+static void committed_gpus(char *out, size_t len)
+{
+    char dir[600], probe[900];
+    DIR *d;
+    size_t used = 0;
+    out[0] = '\0';
+    if (results_dir(dir, sizeof dir) || !(d = opendir(dir)))
+        return;
+    for (struct dirent *e; (e = readdir(d)) && used < len;) {
+        snprintf(probe, sizeof probe, "%s/%s/costs.json", dir, e->d_name);
+        if (e->d_name[0] != '.' && access(probe, R_OK) == 0)
+            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "", e->d_name);
+    }
+    closedir(d);
+}
+
+int cmb_costs_use_gpu_model(const char *model, char *err, size_t errlen)
+{
+    char slug[128], path[1024], have[512];
+    size_t n = 0;
+    for (const char *p = model; *p && n + 1 < sizeof slug; p++) /* harness/env.c's slug: words joined by '-' */
+        if (isalnum((unsigned char)*p))
+            slug[n++] = (char)tolower((unsigned char)*p);
+        else if (n && slug[n - 1] != '-')
+            slug[n++] = '-';
+    while (n && slug[n - 1] == '-')
+        n--;
+    slug[n] = '\0';
+    size_t shared = 0;
+    if (!n || closest_cost_file(slug, path, sizeof path, &shared) || !shared) {
+        committed_gpus(have, sizeof have);
+        snprintf(err, errlen, "--gpu-model %s: no committed cost file is close to '%s' (committed: %s); measure one "
+                 "with cumembench calibrate on that GPU, or give --costs FILE", model, slug, have[0] ? have : "none");
+        return -1;
+    }
+    return cmb_costs_use_file(path, err, errlen);
 }
 
 /* --- the prediction ------------------------------------------------------------------------------ */

@@ -64,6 +64,17 @@ int cmb_costs_load(const char *path, cmb_costs *out, char *err, size_t errlen);
  * H100's; 0 with the path, -1 when none is committed. */
 int cmb_costs_default_path(const char *gpu_model, char *path, size_t len);
 
+/* --costs FILE: loads it (0, or -1 with a one-line reason: missing,
+ * malformed, another format) and makes it every case's cost file: the
+ * run's CMB_COSTS, which the case processes inherit, set to its absolute
+ * path (a resumed run enters its directory). */
+int cmb_costs_use_file(const char *path, char *err, size_t errlen);
+
+/* --gpu-model NAME: the committed cost file closest to NAME (a slug or a
+ * name: "NVIDIA H200" reads as nvidia-h200) becomes the run's (CMB_COSTS);
+ * -1 with the committed ones named where none shares a prefix with it. */
+int cmb_costs_use_gpu_model(const char *model, char *err, size_t errlen);
+
 /* Seconds per call of `cc` at x (bytes or pages): piecewise linear in
  * log x between measured points, flat beyond them; 0 when not measured. */
 double cmb_cost_at(const cmb_cost_curve *cv, double x);

@@ -12,6 +12,7 @@
 #include "env.h"
 #include "holder.h"
 #include "list.h"
+#include "plugin_probe.h"
 #include "resume.h"
 #include "runner.h"
 #include "spawn.h"
@@ -36,7 +37,7 @@ int main(int argc, char **argv)
                CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
         return 0;
     }
-    if (cli.child || cli.probe_env || cli.probe_mem) /* started by cmb_spawn_run */
+    if (cli.child || cli.probe_env || cli.probe_mem || cli.probe_plugin) /* started by cmb_spawn_run */
         cmb_spawn_die_with_parent();
     if (cli.hold_memory)
         return cmb_holder_main(cli.device, cli.hold_memory);
@@ -46,6 +47,10 @@ int main(int argc, char **argv)
         return cmb_env_probe_main(cli.device);
     if (cli.probe_mem)
         return cmb_devcheck_probe_main(cli.device);
+    if (cli.probe_plugin)
+        return cmb_plugin_probe_main(cli.probe_plugin, cli.probe_real);
+    if (!cli.child) /* the parent plans and lists: plug-ins run only in probes and cases */
+        cmb_plugin_probe_install();
     if (cli.list) {
         cmb_list(stdout);
         return 0;

@@ -40,4 +40,8 @@ void cmb_plan_free(cmb_plan *p);
 /* One line per distinct allocator skipped for a reason of its own. */
 void cmb_plan_print_skipped(const cmb_plan *p, FILE *f);
 
+/* A plan whose every case is skipped: why, one line per distinct reason
+ * with its count. The run then writes nothing (no run directory). */
+void cmb_plan_print_nothing_runs(const cmb_plan *p, FILE *f);
+
 #endif /* CMB_PLAN_H */

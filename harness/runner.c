@@ -446,7 +446,7 @@ static int prepare(const cmb_cli *cli, run_ctx *rc, cmb_env *env, cmb_mode *mode
     plan_setting(cli, env, *mode, dir, &set);
     if (cmb_plan_build(cli, &set, p, err, sizeof err)) {
         fprintf(stderr, "cumembench: %s\n", err);
-        return 2;
+        return cmb_interrupted ? 130 : 2; /* a plug-in's probe was interrupted */
     }
     if (cli->record_trace && p->n - p->n_skipped != 1) {
         fprintf(stderr, "cumembench: --record-trace needs exactly one case to run (%zu selected): choose one "
@@ -474,6 +474,11 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     int status = prepare(cli, &rc, &env, &mode, &p, dir, sizeof dir);
     if (status)
         goto out_free;
+    if (!cli->resume && p.n == p.n_skipped) { /* no run directory for a run that runs nothing */
+        cmb_plan_print_nothing_runs(&p, stderr);
+        status = 1;
+        goto out_free;
+    }
     status = 2;
     cmb_devcheck_start(&dc, mode == CMB_MODE_GPU, &env, rc.self, cli->device);
     if (cmb_resume_open_output(&out, &rs, cli, dir, &env, mode == CMB_MODE_GPU ? "gpu" : "sim", err, sizeof err)) {

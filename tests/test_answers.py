@@ -81,6 +81,35 @@ class Answers(unittest.TestCase):
                                    r"frag 0\.000  checkerboard capacity ratio 1\.000")
         self.assertRegex(p.stderr, r"replay/cuda/\S+  fits  min capacity \S+ \S+  peak reserved")
 
+    def test_memory_ranked_by_the_smallest_gpu(self):
+        # churn_small_rmm.csv: on the simulated 80 GiB device rmm-pool's pool (half the free memory) made it
+        # look 15x worse than torch-caching; its smallest GPU is the smaller one
+        out = os.path.join(self.tmp, "smallest-gpu")
+        p = run(["--scenario", "replay", "--allocator", "torch-caching,rmm-pool", "--param",
+                 "trace=" + os.path.join(SRC, "traces", "samples", "churn_small_rmm.csv"), "--repetitions", "1"], out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = console_answers(p.stderr)["replay"]["memory"]
+        self.assertRegex(got, r"^rmm-pool \(smallest GPU it fits on; next torch-caching 1\.0\dx\)$")
+        self.assertEqual(got, A.answer(load_run(out), "replay").memory)
+
+    def test_failed_allocations_in_a_phase_do_not_fit(self):
+        # churn's checkerboard phase under arena and buddy fails an allocation: never "ok", never "fit";
+        # contention allocates until a request fails (its measure): that is no misfit
+        out = os.path.join(self.tmp, "phase")
+        p = run(["--scenario", "churn,contention", "--allocator", "arena,buddy,bfc", "--param", "n=2000",
+                 "--param", "max_size=1MiB", "--repetitions", "1"], out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = console_answers(p.stderr)
+        r = load_run(out)
+        self.assertEqual(got["churn"]["not_fit"], "arena (1 allocations failed in a phase), buddy (1 allocations "
+                                                  "failed in a phase)")
+        self.assertTrue(got["churn"]["memory"].startswith("bfc ("), got["churn"]["memory"])
+        self.assertEqual(got["contention"]["not_fit"], "everything that ran fit")
+        self.assertNotIn("recommended      none", p.stderr.split("  contention", 1)[1])
+        for scen in ("churn", "contention"):
+            a = A.answer(r, scen)
+            self.assertEqual((got[scen]["memory"], got[scen]["not_fit"]), (a.memory, a.not_fit), scen)
+
     def test_a_replay_that_does_not_fit_is_oom_and_not_ranked(self):
         # the case: the MLP sweep on a 1 GiB device under bfc and torch-caching
         out = os.path.join(self.tmp, "oom")
@@ -135,13 +164,15 @@ class Answers(unittest.TestCase):
             out = os.path.join(self.tmp, "none-" + str(abs(hash(tuple(args)))))
             p = run(args, out)
             self.assertEqual(p.returncode, 1, f"{args}: {p.stderr}")
-            m = re.search(r"nothing ran: all (\d+) cases were skipped:\n((?:  .*\n)+)", p.stderr)
+            m = re.search(r"nothing ran: all (\d+) cases were skipped \(no run directory written\):\n((?:  .*\n)+)",
+                          p.stderr)
             self.assertTrue(m, p.stderr)
             lines = m.group(2).splitlines()
             self.assertTrue(any(reason in line for line in lines), lines)
             counts = [int(x) for line in lines for x in re.findall(r"\((\d+) cases?\)$", line)]
             self.assertEqual(sum(counts), int(m.group(1)), lines)   # grouped: every case counted once
             self.assertEqual(counts, sorted(counts, reverse=True))  # most frequent first
+            self.assertFalse(os.path.exists(out), out)  # nothing written, not an empty run
 
     def test_quiet_run_still_says_why_nothing_ran(self):
         p = run(["--scenario", "pinned", "--quiet"], os.path.join(self.tmp, "quiet"))

@@ -20,13 +20,21 @@ typedef struct bad_case {
 } bad_case;
 
 static const bad_case bad[] = {
-    {"--bogus", "unknown option '--bogus'"},
+    {"--bogus", "unknown option '--bogus' (see"},
     {"-x", "unknown option"},
     {"--scenario", "needs a value"},
     {"--scenario nosuch", "unknown scenario 'nosuch'"},
     {"--scenario churn,,replay", "empty scenario name"},
     {"--scenario ,churn", "empty scenario name"},
-    {"--allocator nosuch", "unknown allocator 'nosuch'"},
+    {"--allocator nosuch", "unknown allocator 'nosuch' (cumembench --list"},
+    /* a misspelt name: the closest known one (common/cmb_suggest.h) */
+    {"--sceanrio churn", "unknown option '--sceanrio'; did you mean '--scenario'?"},
+    {"--scenario chrun", "unknown scenario 'chrun'; did you mean 'churn'?"},
+    {"--allocator torch-cachng --scenario churn", "unknown allocator 'torch-cachng'; did you mean 'torch-caching'?"},
+    {"--allocator rmm_pool --scenario churn", "unknown allocator 'rmm_pool'; did you mean 'rmm-pool'?"},
+    {"--allocator real:rmm-pol --scenario churn", "unknown allocator 'real:rmm-pol'; did you mean 'real:rmm-pool'?"},
+    {"--allocator bfc:allow_grwth=true --scenario churn", "unknown option 'allow_grwth'; did you mean 'allow_growth'?"},
+    {"--param fil=0.5 --scenario churn", "no selected scenario has a parameter 'fil'; did you mean 'fill'?"},
     {"--allocator cuda,", "empty allocator name"},
     {"--allocator cuda@gpu", "unknown upstream 'gpu'"},
     {"--allocator cuda:", "empty option list"},
@@ -67,6 +75,10 @@ static const bad_case bad[] = {
     {"--allocator cuda:bogus=1 --scenario churn --param n=10 --record-trace", "needs a value"},
     {"--record-trace /tmp/x.trace --scenario churn", "needs exactly one case"},
     {"--out", "needs a value"},
+    {"--costs /nonexistent/costs.json", "--costs /nonexistent/costs.json: No such file or directory"},
+    {"--costs /dev/null", "cost file /dev/null: '[' or '{' expected"},
+    {"--gpu-model amd-mi300", "no committed cost file is close to 'amd-mi300' (committed: nvidia-h100"},
+    {"--gpu-model nvidia-h100 --costs /dev/null", "--costs and --gpu-model both choose the cost file"},
     {"--mode gpu", "no CUDA GPU is usable"},
     {"--param n=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --param fill=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 "
      "--param max_size=1MiB,2MiB,3MiB,4MiB,5MiB,6MiB,7MiB,8MiB,9MiB,10MiB,11MiB,12MiB,13MiB,14MiB,15MiB,16MiB,17MiB,"

@@ -258,6 +258,25 @@ class UnusableInput(unittest.TestCase):
                 self.assertEqual(p.returncode, 2, name)
                 self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
 
+    def test_no_case_in_common(self):
+        # a run of other scenarios than the baseline's: nothing to compare, said so
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(FIX, "base", "results.json")) as f:
+                data = json.load(f)
+            for b in data["benchmarks"]:
+                for key in ("name", "run_name"):
+                    if key in b:
+                        b[key] = "other-" + b[key]
+            os.makedirs(os.path.join(tmp, "other"))
+            with open(os.path.join(tmp, "other", "results.json"), "w") as f:
+                json.dump(data, f)
+            p = subprocess.run([TOOL, os.path.join(FIX, "base"), os.path.join(tmp, "other")],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertIn("the runs share no case", p.stderr)
+            self.assertEqual(p.stdout, "")
+
     def test_bad_usage(self):
         p = subprocess.run([TOOL, os.path.join(FIX, "base")], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)

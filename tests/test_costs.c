@@ -130,6 +130,38 @@ static void replay_end_to_end(void **state)
     assert_near(ps, uf * 8e-5, 1e-9);   /* each cudaFree loses the fixture's overlap */
 }
 
+/* --costs FILE does what CMB_COSTS=FILE does, for every case process (a
+ * relative path too), and the answers name the file; --gpu-model picks the
+ * committed one. */
+static void cli_options_choose_the_file(void **state)
+{
+    (void)state;
+    char cmd[4096], out[1 << 16];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(cmd, sizeof cmd,
+             "cd %s && env -u CMB_COSTS -u CMB_GPU_MODEL \"$CMB_BIN\" --mode sim --scenario replay --allocator cuda "
+             "--param trace=traces/samples/churn_small.trace --param find_min_capacity=false --repetitions 1 "
+             "--costs tests/fixtures/costs/fixture-costs.json --out %s/c 2>&1 | grep -c 'predicted from %s/tests/fixtures/costs/fixture-costs.json' && "
+             "python3 -c \"import json; d=json.load(open('%s/c/results.json'));"
+             "k=[b for b in d['benchmarks'] if b.get('run_type') == 'iteration'][0];"
+             "print(k['up_free_calls'], k['predicted_sync_time_s'])\"",
+             cmb_test_src(), dir, cmb_test_src(), dir);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    double uf, ps;
+    int lines;
+    assert_int_equal(sscanf(out, "%d %lf %lf", &lines, &uf, &ps), 3);
+    assert_int_equal(lines, 1);
+    assert_true(uf > 0);
+    assert_near(ps, uf * 8e-5, 1e-9); /* the fixture's overlap: the case processes used it */
+    snprintf(cmd, sizeof cmd,
+             "cd %s && env -u CMB_COSTS \"$CMB_BIN\" --mode sim --scenario replay --allocator cuda "
+             "--param trace=traces/samples/churn_small.trace --param find_min_capacity=false --repetitions 1 "
+             "--gpu-model 'NVIDIA H100 80GB HBM3' --out %s/g 2>&1 | grep -c 'predicted from .*results/nvidia-h100/costs.json'",
+             cmb_test_src(), dir);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    assert_string_equal(out, "1\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -138,6 +170,7 @@ int main(void)
         cmocka_unit_test(emulation_priced_as_original),
         cmocka_unit_test(refusals),
         cmocka_unit_test(replay_end_to_end),
+        cmocka_unit_test(cli_options_choose_the_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -222,6 +222,21 @@ static void wire_round_trip(void **state)
     free(r);
 }
 
+/* A run whose every case is skipped before it runs (sim mode, GPU-only
+ * allocators) says why and writes no run directory, not an empty one. */
+static void nothing_to_run_writes_nothing(void **state)
+{
+    (void)state;
+    char args[2048], out[8192], dir[600];
+    snprintf(dir, sizeof dir, "%s/none", cmb_test_tmpdir());
+    snprintf(args, sizeof args, "--mode sim --scenario churn --allocator cub,managed %s --out %s", SMALL, dir);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 1);
+    if (!strstr(out, "nothing ran: all 2 cases were skipped (no run directory written)") ||
+        !strstr(out, "needs a GPU"))
+        fail_msg("%s", out);
+    assert_false(cmb_test_exists(dir));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +246,7 @@ int main(void)
         cmocka_unit_test(a_hang_is_killed_at_the_timeout),
         cmocka_unit_test(a_leftover_process_does_not_hold_the_run),
         cmocka_unit_test(an_interrupted_run_keeps_finished_cases),
+        cmocka_unit_test(nothing_to_run_writes_nothing),
         cmocka_unit_test(wire_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

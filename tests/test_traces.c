@@ -233,7 +233,7 @@ static void torch_converter(void **state)
             print_message("skipping the shared pickle %s: not present\n", pickle);
             continue;
         }
-        snprintf(cmd, sizeof cmd, "python3 %s/traces/torch_snapshot_to_trace.py %s %s/t.trace && cmp %s/t.trace %s/traces/samples/torch_mlp_sweep_%s.trace",
+        snprintf(cmd, sizeof cmd, "python3 %s/traces/torch_snapshot_to_trace.py --force %s %s/t.trace && cmp %s/t.trace %s/traces/samples/torch_mlp_sweep_%s.trace",
                  src, pickle, dir, dir, src, names[i]);
         if (cmb_test_sh(cmd, out, sizeof out) != 0)
             fail_msg("converter output differs from the committed sample: %s", out);

@@ -181,7 +181,7 @@ static void a_run_record_round_trips(void **state)
 static void the_child_options_are_internal(void **state)
 {
     (void)state;
-    const char *internal[] = {CMB_ARG_CHILD, CMB_ARG_RESULT_FD, CMB_ARG_CASE, "--probe-env", "--probe-mem",
+    const char *internal[] = {CMB_ARG_CHILD, CMB_ARG_RESULT_FD, CMB_ARG_CASE, "--probe-env", "--probe-mem", "--probe-plugin", "--probe-real",
                               "--hold-memory", "--multi-gpu-rank"};
     for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++) {
         const cmb_cli_option *o = cmb_cli_find(internal[i]);

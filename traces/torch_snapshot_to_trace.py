@@ -17,7 +17,8 @@ suite's trace format (traces/FORMAT.md):
     allocated in it, or still allocated in the snapshot's segments without
     an alloc in the trace) are allocated at the start.
 
-usage: torch_snapshot_to_trace.py SNAPSHOT.pickle OUT.trace [--device N]
+usage: torch_snapshot_to_trace.py SNAPSHOT.pickle OUT.trace [--device N] [--force]
+Says what it wrote; an existing OUT is kept unless --force is given.
 Exit status 2 with a one-line message on bad input.
 """
 import argparse
@@ -208,16 +209,22 @@ def main():
     ap.add_argument("snapshot")
     ap.add_argument("out")
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--force", action="store_true", help="overwrite OUT where it exists")
     args = ap.parse_args()
+    import os
+    if os.path.lexists(args.out) and not args.force:
+        fail(f"{args.out} exists: give --force to overwrite it")
     text = convert(load_snapshot(args.snapshot), args.snapshot, args.device)
     tmp = args.out + ".tmp"
     try:
         with open(tmp, "w") as f:
             f.write(text)
-        import os
         os.replace(tmp, args.out)
     except OSError as e:
         fail(f"{args.out}: {e.strerror}")
+    events = re.search(r"^# events: (.*)$", text, re.M)
+    print(f"torch_snapshot_to_trace: wrote {args.out} ({events.group(1) if events else 'no events'}); "
+          f"replay it with: cumembench --scenario replay --param trace={args.out}")
 
 
 if __name__ == "__main__":

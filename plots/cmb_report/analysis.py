@@ -309,6 +309,26 @@ class Answer:
     recommended: str = ""  # harness/rank.c's choice, with why
 
 
+def failed_in_phase(case, scenario):
+    """An allocation failed in some phase of a case that finished (churn's
+    checkerboard under arena or buddy): it did not fit. Not where failing is
+    the measure (a higher-is-better memory measure: contention, batch-sweep).
+    As harness/answer.c's failed_in_phase."""
+    st = case.stat("failed_allocs")
+    return case.ran and not H.of(scenario).memory_higher and bool(st) and st.median > 0
+
+
+def did_not_fit(case, scenario):
+    return case.status == "oom" or failed_in_phase(case, scenario)
+
+
+def ranks_by_capacity(run, scenario):
+    """Every case that ran found its smallest GPU (replay's min capacity):
+    "best for memory" ranks by it. As harness/answer.c's ranks_by_capacity."""
+    ran = [c for c in run.cases_of(scenario) if c.ran and not failed_in_phase(c, scenario)]
+    return bool(ran) and all(c.stat("min_capacity_bytes") for c in ran)
+
+
 def best(run, scenario, counter, higher=False, requested="", real_only=False):
     """(the best allocators, the runner-up, its score / the best's) on one
     counter: per allocator the geometric mean over the parameter sets of
@@ -319,7 +339,8 @@ def best(run, scenario, counter, higher=False, requested="", real_only=False):
     short = _served_less(cases, requested)
 
     def value(c):
-        if not c.ran or (c.params, c.allocator) in short or (real_only and c.impl != "real"):
+        if not c.ran or failed_in_phase(c, scenario) or (c.params, c.allocator) in short or \
+                (real_only and c.impl != "real"):
             return None
         st = c.stat(counter)
         return st.median if st else None
@@ -379,9 +400,12 @@ def memory_what(counter, higher):
 
 def _memory_answer(run, scenario):
     h = H.of(scenario)
-    text = _best_text(best(run, scenario, h.memory, h.memory_higher, h.requested), memory_what(h.memory,
-                                                                                                 h.memory_higher))
-    if not text and any(c.status == "oom" for c in run.cases_of(scenario)):
+    if ranks_by_capacity(run, scenario):
+        text = _best_text(best(run, scenario, "min_capacity_bytes", False, h.requested), "smallest GPU it fits on")
+    else:
+        text = _best_text(best(run, scenario, h.memory, h.memory_higher, h.requested),
+                          memory_what(h.memory, h.memory_higher))
+    if not text and any(did_not_fit(c, scenario) for c in run.cases_of(scenario)):
         return "none: no allocator that ran fit"
     return text or f"no allocator finished with {h.memory} to compare"
 
@@ -405,6 +429,8 @@ def _case_name(case, cases):
 
 
 def _oom_item(case, cases):
+    if case.status != "oom":  # failed_in_phase
+        return f"{_case_name(case, cases)} ({case.stat('failed_allocs').median:.0f} allocations failed in a phase)"
     counts = sorted(int(w) for e in case.oom_reps.values() for w in (e or "").split() if w.isdigit())
     if not counts:
         return _case_name(case, cases)
@@ -419,7 +445,7 @@ def answer(run, scenario):
     cases = run.cases_of(scenario)
     if all(c.status == "skipped" for c in cases):
         return Answer(scenario, "", "", "not run: " + _group_reasons(cases))
-    oom = [_oom_item(c, cases) for c in cases if c.status == "oom"]
+    oom = [_oom_item(c, cases) for c in cases if did_not_fit(c, scenario)]
     ans = Answer(scenario, _memory_answer(run, scenario), _time_answer(run, scenario),
                  ", ".join(oom) if oom else "everything that ran fit")
     failed = [_case_name(c, cases) for c in cases if c.status == "failed"]
@@ -450,7 +476,7 @@ def decide(run, scenario):
         e = ents.setdefault(label, {"fits": True, "cap": 0.0, "mem": 0.0, "t": 0.0})
         st = lambda m: (c.stat(m).median if c.stat(m) else float("nan"))  # noqa: E731
         fa = st("failed_allocs")
-        e["fits"] &= c.status == "ok" and not fa > 0
+        e["fits"] &= c.status == "ok" and not (fa > 0 and not _memory_counter(scenario)[1])
         cap = st("min_capacity_bytes")
         e["cap"] = float("nan") if cap != cap or e["cap"] != e["cap"] else max(e["cap"], cap)
         mem_name, higher = _memory_counter(scenario)
