@@ -17,6 +17,12 @@ suite's trace format (traces/FORMAT.md):
     allocated in it, or still allocated in the snapshot's segments without
     an alloc in the trace) are allocated at the start.
 
+A large snapshot is read as it streams (protocols 2 and 3, as
+tools/scale_gen.py writes one): each event is kept as five numbers as soon
+as it is read, its frames dropped, and the trace is written as it is made;
+"reading a snapshot as it streams" below says how, and when a snapshot is
+read whole instead (protocol 4 and later, as PyTorch writes them).
+
 usage: torch_snapshot_to_trace.py SNAPSHOT.pickle OUT.trace [--device N]
 Exit status 2 with a one-line message on bad input.
 """
@@ -173,8 +179,20 @@ SIG_BYTES = 16           # the start of an event, as the first event of a run st
 MAX_FAILED_RUNS = 16     # runs that did not read before runs are given up
 
 
-class _Refused(Exception):
-    pass
+LOOK_BYTES = 256 << 10   # the first look for a run
+
+
+def run_end(win):
+    """Where the run of events starting at win[0] ends: the start of a
+    later event like the first, after which no event follows a dict's end
+    in the window; 0 where there is none."""
+    sig, end, k = win[:SIG_BYTES], 0, SIG_BYTES
+    while len(sig) == SIG_BYTES:
+        j = win.find(sig, k)
+        if j < 0 or win[j - 1] != 0x75:    # 'u': a dict's SETITEMS before the next event
+            break
+        end, k = j, j + SIG_BYTES
+    return end
 
 
 class StreamingUnpickler(pickle._Unpickler):
@@ -225,13 +243,11 @@ class StreamingUnpickler(pickle._Unpickler):
         f = self._f
         pos = f.tell() - 1
         f.seek(pos)
-        win = f.read(RUN_BYTES)
-        sig, end, k = win[:SIG_BYTES], 0, SIG_BYTES
-        while len(sig) == SIG_BYTES:
-            j = win.find(sig, k)
-            if j < 0 or win[j - 1] != 0x75:    # 'u': a dict's SETITEMS before the next event
-                break
-            end, k = j, j + SIG_BYTES
+        win = f.read(LOOK_BYTES)   # most often the last event of a list: no run, a short look
+        end = run_end(win)
+        if end and len(win) == LOOK_BYTES and win.find(win[:SIG_BYTES], end + SIG_BYTES) < 0:
+            win += f.read(RUN_BYTES - LOOK_BYTES)
+            end = run_end(win)
         run = self._read_run(win[:end]) if end else None
         if run is None:
             self._failed += end > 0
