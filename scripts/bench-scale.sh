@@ -38,11 +38,12 @@ n_big=${SCALE_TRACE_EVENTS:-10000000}
 measure() {
     local name=$1
     shift
-    /usr/bin/time -f "%e %M" -o "$scratch/$name.time" "$@" >"$out/logs/$name.log" 2>&1
-    local rc=$?
-    read -r secs kib <"$scratch/$name.time" 2>/dev/null || { secs=?; kib=0; }
-    [ "$secs" = "Command" ] && read -r secs kib < <(tail -1 "$scratch/$name.time")
+    /usr/bin/time -f "%e %M %U %S" -o "$scratch/$name.time" "$@" >"$out/logs/$name.log" 2>&1
+    local rc=$? user sys
+    read -r secs kib user sys <"$scratch/$name.time" 2>/dev/null || { secs=?; kib=0; }
+    [ "$secs" = "Command" ] && read -r secs kib user sys < <(tail -1 "$scratch/$name.time")
     rss_mib=$((kib / 1024))
+    cpu=$("$py" -c "print(round(${user:-0} + ${sys:-0}, 2))" 2>/dev/null || echo ?)
     return $rc
 }
 
@@ -73,7 +74,7 @@ measure gen_snapshot "$py" "$root/tools/scale_gen.py" snapshot "$src" "$scratch/
     { echo "bench-scale: scale_gen.py snapshot failed: $(tail -2 "$out/logs/gen_snapshot.log")" >&2; exit 1; }
 snap_bytes=$(stat -c %s "$scratch/2m.pickle")
 row "grow a snapshot (input, not a target)" "$n_snap snapshot events, 24 frames each, $((snap_bytes >> 20)) MiB" \
-    "$secs" "$rss_mib" ""
+    "$secs ($cpu)" "$rss_mib" ""
 measure gen_trace_10m "$py" "$root/tools/scale_gen.py" trace "$src" "$scratch/10m.trace" --events "$n_big" ||
     { echo "bench-scale: scale_gen.py trace failed" >&2; exit 1; }
 measure gen_trace_2m "$py" "$root/tools/scale_gen.py" trace "$src" "$scratch/2m-grown.trace" --events $((n_snap * 2 / 3)) ||
@@ -85,7 +86,7 @@ measure gen_snapshot_tenth "$py" "$root/tools/scale_gen.py" snapshot "$src" "$sc
     exit 1
 if measure convert_tenth "$py" "$root/traces/torch_snapshot_to_trace.py" "$scratch/tenth.pickle" "$scratch/tenth.trace"
 then
-    row "convert a snapshot a tenth as large (how it scales)" "$n_tenth" "$secs" "$rss_mib" ""
+    row "convert a snapshot a tenth as large (how it scales)" "$n_tenth" "$secs ($cpu)" "$rss_mib" ""
 fi
 rm -f "$scratch/tenth.pickle" "$scratch/tenth.trace"
 
@@ -93,8 +94,8 @@ echo "bench-scale: converting the snapshot" >&2
 converted=$scratch/2m.trace
 if measure convert bash -c "ulimit -v $((8 << 20)); exec \"$py\" \"$root/traces/torch_snapshot_to_trace.py\" \
         \"$scratch/2m.pickle\" \"$converted\""; then
-    convert_s=$secs convert_rss=$rss_mib
-    row "convert the snapshot (traces/torch_snapshot_to_trace.py)" "$n_snap" "$secs" "$rss_mib" \
+    convert_s=$secs convert_rss=$rss_mib convert_cpu=$cpu
+    row "convert the snapshot (traces/torch_snapshot_to_trace.py)" "$n_snap" "$secs ($cpu)" "$rss_mib" \
         "with the replays: < 60 s, < 4096 MiB"
 else
     convert_s=
@@ -110,15 +111,16 @@ echo "bench-scale: replaying under five policies" >&2
 five=torch-caching,torch-expandable,bfc,rmm-pool,cupy
 replay replay5 "$converted" "$five" --repetitions 1
 total=${convert_s:+$("$py" -c "print(round($convert_s + $secs, 2))")}
+total_cpu=${convert_s:+$("$py" -c "print(round($convert_cpu + $cpu, 2))" 2>/dev/null)}
 verdict=${total:+$("$py" -c "print('met' if $total < 60 and max($convert_rss, $rss_mib) < 4096 else '**missed**')")}
 row "replay it under $five (one run, 5 cases)" "$n_conv trace events$([ -z "$convert_s" ] && echo \
-    ", grown directly (the conversion did not finish)")" "$secs" "$rss_mib" \
-    "convert + replay < 60 s$([ -n "$total" ] && echo ": $total s"), < 4096 MiB${verdict:+: $verdict}"
+    ", grown directly (the conversion did not finish)")" "$secs ($cpu)" "$rss_mib" \
+    "convert + replay < 60 s$([ -n "$total" ] && echo ": $total s ($total_cpu s CPU)"), < 4096 MiB${verdict:+: $verdict}"
 
 echo "bench-scale: 10 million events" >&2
 replay replay10m "$scratch/10m.trace" torch-caching --repetitions 1
 r10=$(metric "$out/runs/replay10m" time_s)
-row "replay $n_big trace events (torch-caching; process wall)" "$n_big" "$secs" "$rss_mib" \
+row "replay $n_big trace events (torch-caching; process wall)" "$n_big" "$secs ($cpu)" "$rss_mib" \
     "< 10 s (the replay itself, time_s: $r10 s)"
 
 echo "bench-scale: what --explain-oom adds" >&2
@@ -140,12 +142,12 @@ measure report "$report_py" "$root/plots/report.py" "$out/runs/report10m" -o "$s
     --no-findings -q
 html_bytes=$(stat -c %s "$scratch/report.html" 2>/dev/null || echo 0)
 row "report of the $n_big-event replay (plots/report.py, the blocks at 1024 moments read from the trace; timeline CSV $((tl_bytes / 1024)) KiB)" "$n_big" \
-    "$secs" "$rss_mib" "HTML $((html_bytes / 1024)) KiB (< 20 MB)"
+    "$secs ($cpu)" "$rss_mib" "HTML $((html_bytes / 1024)) KiB (< 20 MB)"
 chrome=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 if [ -n "$chrome" ]; then
     measure chromium timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --no-first-run \
         --user-data-dir="$scratch/profile" --dump-dom "file://$scratch/report.html"
-    row "open the report in headless Chromium (--dump-dom, browser start included; the timeline's own setup: $(grep -o 'data-ready="[^"]*"' "$out/logs/chromium.log" | head -1 | cut -d'"' -f2))" "$n_big" "$secs" \
+    row "open the report in headless Chromium (--dump-dom, browser start included; the timeline's own setup: $(grep -o 'data-ready="[^"]*"' "$out/logs/chromium.log" | head -1 | cut -d'"' -f2))" "$n_big" "$secs ($cpu)" \
         "$rss_mib" "< 3 s"
 fi
 
@@ -154,11 +156,12 @@ fi
     echo
     echo "Machine: $machine. Build: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo ?)," \
         "sim mode. Written by scripts/bench-scale.sh ($(date -u +%Y-%m-%d))."
-    echo "Seconds are wall-clock seconds of the whole command; peak RSS (MiB) the largest resident set of any"
-    echo "of its processes. Inputs grown from traces/samples/torch_transformer_sweep.trace by tools/scale_gen.py."
+    echo "Seconds are wall-clock seconds of the whole command, with the CPU seconds (user + system) of its"
+    echo "processes in brackets (on a shared machine the wall clock includes waiting for a core); peak RSS"
+    echo "(MiB) the largest resident set of any of its processes. Inputs grown from traces/samples/torch_transformer_sweep.trace by tools/scale_gen.py."
     echo "Load average (1, 5, 15 min) when it started: $load_start; when it ended: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo
-    echo "| step | events | seconds | peak RSS (MiB) | target |"
+    echo "| step | events | seconds (CPU) | peak RSS (MiB) | target |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } >"$out/scale.md"

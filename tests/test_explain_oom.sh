@@ -126,8 +126,10 @@ if flag != env:
 if none:
     fail("oom_* counters written with CMB_EXPLAIN_OOM=0 and no flag")
 EOF
-    "$py" "$src/tools/explain_oom.py" "$tmp/flag" --case torch-caching | grep -q "did not fit: 6 allocations failed" ||
-        fail "explain_oom.py: the --explain-oom run is not explained"
+    "$py" "$src/tools/explain_oom.py" "$tmp/flag" --case torch-caching >"$tmp/flag.txt" ||
+        fail "explain_oom.py failed on the --explain-oom run"
+    grep -q "did not fit: 6 allocations failed" "$tmp/flag.txt" ||
+        fail "explain_oom.py: the --explain-oom run is not explained: $(cat "$tmp/flag.txt")"
     echo "explain-oom: --explain-oom is CMB_EXPLAIN_OOM=1"
 }
 
