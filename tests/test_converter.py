@@ -202,13 +202,17 @@ def main():
                   "allocator_settings": {"note": "two\nlines"}},
                  {"device_traces": [[{"action": "alloc", "addr": 4096, "size": 512, "stream": 0,
                                       "time_us": "soon"}]]}]
+        # one pickler's memo past MAX_MEMO (the converter then reads the snapshot whole)
+        fixed.append({"device_traces": [[{"action": "alloc", "addr": 4096 * (i + 1), "size": 512, "stream": 0,
+                                          "time_us": i, "frames": [{"filename": f"f{i}.py", "line": i}]}
+                                         for i in range(2000)]]})
         snaps = fixed + [random_snapshot(rng) for _ in range(n)]
         bad += hostile(tmp)
         for i, snap in enumerate(snaps):
             why = check(snap, tmp, "a\nb.pickle" if i % 50 == 7 else "s.pickle")
             if why:
                 bad.append(f"snapshot {i}: {why}: {snap!r}"[:800])
-            elif i >= 2 and len(written) < 3 and os.path.exists(os.path.join(tmp, "out.trace")):
+            elif i >= len(fixed) and len(written) < 3 and os.path.exists(os.path.join(tmp, "out.trace")):
                 kept = os.path.join(tmp, f"kept{len(written)}.trace")
                 os.replace(os.path.join(tmp, "out.trace"), kept)
                 written.append(kept)

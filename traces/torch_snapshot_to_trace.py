@@ -180,19 +180,22 @@ def as_events(items):
 # before a later start of an event that looks like the first (its first
 # bytes), where the bytes before it close a dict; the C unpickler then
 # decides: the run is taken only if it reads to exactly a list of event
-# dicts, starting from an empty memo. An exact reading of the pickle: a
-# run that refers to anything stored before it fails to read (nothing in
-# its memo) and its events are read one by one instead; what it stores is
-# merged into the memo. A pickle written by one pickler for the whole
-# snapshot (protocol 4 and later, as PyTorch writes them) refers back to
-# earlier events everywhere: that one is read whole.
+# dicts. It starts from the memo as it stands and the memo is taken back
+# from it, so the reading is exact. The memo is what a pickle may refer
+# back to, so a reader must keep it: where it grows past MAX_MEMO (a
+# pickle written by one pickler for the whole snapshot, as PyTorch's
+# protocol 4 and later are, memoizes every event and frame) the snapshot
+# is read whole instead, as it is from the start at protocol 4 and later.
 
 RUN_BYTES = 4 << 20      # at most this much pickle per run handed to the C unpickler
-SIG_BYTES = 16           # the start of an event, as the first event of a run starts
-MAX_FAILED_RUNS = 16     # runs that did not read before runs are given up
-
-
 LOOK_BYTES = 256 << 10   # the first look for a run
+SIG_BYTES = 16           # the start of an event, as the first event of a run starts
+MAX_FAILED_RUNS = 16     # runs in a row that did not read before runs are given up
+MAX_MEMO = 4096          # a larger memo: the snapshot is read whole
+
+
+class ReadWhole(Exception):
+    """The snapshot is better read whole (its memo keeps everything anyway)."""
 
 
 def run_end(win):
@@ -253,6 +256,8 @@ class StreamingUnpickler(pickle._Unpickler):
     def _run(self):
         """Reads a run of events from here (its '}' just read) with the C
         unpickler; False (the file where it was) where there is none."""
+        if len(self.memo) > MAX_MEMO:
+            raise ReadWhole()
         f = self._f
         pos = f.tell() - 1
         f.seek(pos)
@@ -275,6 +280,7 @@ class StreamingUnpickler(pickle._Unpickler):
         # BufferedReader: the C unpickler prefetches through its peek (a bare BytesIO
         # is read opcode by opcode, two to three times slower)
         u = PlainUnpickler(io.BufferedReader(io.BytesIO(b"".join((b"\x80\x02N(", data, b"l\x86."))), 1 << 20))
+        u.memo = self.memo
         try:
             got = u.load()
         except Exception:  # the run is not whole events: read them one by one
@@ -284,7 +290,7 @@ class StreamingUnpickler(pickle._Unpickler):
             return None
         run = Events()
         run.add_all(got[1])
-        self.memo.update(u.memo.copy())
+        self.memo = u.memo.copy()
         return run
 
 
@@ -294,7 +300,11 @@ def load_snapshot(path):
             streaming = f.read(2) in (b"\x80\x02", b"\x80\x03")   # protocol 4 and later: read whole
             f.seek(0)
             gc.disable()   # millions of containers, no cycles: the collector would only rescan them
-            snap = (StreamingUnpickler(f) if streaming else PlainUnpickler(f)).load()
+            try:
+                snap = (StreamingUnpickler(f) if streaming else PlainUnpickler(f)).load()
+            except ReadWhole:
+                f.seek(0)
+                snap = PlainUnpickler(f).load()
             gc.enable()
     except OSError as e:
         fail(f"{path}: {e.strerror}")
