@@ -30,6 +30,8 @@ import argparse
 import array
 import gc
 import io
+import itertools
+import operator
 import pickle
 import re
 import shutil
@@ -82,6 +84,8 @@ CODE = {a: i for i, a in enumerate(ACTIONS)}
 OTHER, RAW = len(ACTIONS), 255    # any other action; an event kept whole
 NO_TIME, INT_TIME, FLOAT_TIME = 0, 1, 2
 _ABSENT = object()
+_FIELDS = operator.itemgetter("action", "addr", "size", "stream")
+_TIME = operator.itemgetter("time_us")
 
 
 class Events:
@@ -103,6 +107,35 @@ class Events:
 
     def add_all(self, items):
         """Appends the items: an event's fields where they are plain, else the item whole."""
+        if not self._add_plain(items):
+            self._add_each(items)
+
+    def _add_plain(self, items):
+        """The fast path, a column at a time: every item a dict with plain
+        fields and an int time (False, nothing added, where one is not)."""
+        try:
+            if set(map(type, items)) - {dict}:
+                return False
+            a, ad, sz, st = zip(*map(_FIELDS, items)) if items else ((),) * 4
+            t = tuple(map(_TIME, items))
+        except KeyError:
+            return False
+        if set(map(type, a)) - {str} or set(map(type, ad + sz + st + t)) - {int}:
+            return False
+        if items and not (min(ad) >= 0 and max(ad) < 1 << 64 and min(sz) >= 0 and max(sz) <= MAX_SIZE and
+                          min(st) >= 0 and max(st) <= INT64_MAX and min(t) > -10**18 and max(t) < 10**18):
+            return False
+        n = len(a)
+        self.code.extend(map(CODE.get, a, itertools.repeat(OTHER, n)))
+        self.addr.extend(ad)
+        self.size.extend(sz)
+        self.stream.extend(st)
+        self.tkind.extend(itertools.repeat(INT_TIME, n))
+        self.tint.extend(t)
+        self.tflt.extend(itertools.repeat(0.0, n))
+        return True
+
+    def _add_each(self, items):
         code, addr, size, stream, tkind, tint, tflt = [], [], [], [], [], [], []
         raw, base, code_of = self.raw, len(self.code), CODE.get
         for e in items:
@@ -202,10 +235,11 @@ def run_end(win):
     """Where the run of events starting at win[0] ends: the start of a
     later event like the first, after which no event follows a dict's end
     in the window; 0 where there is none."""
-    sig, end, k = win[:SIG_BYTES], 0, SIG_BYTES
+    data, n = win.obj, len(win)   # a view of the start of a bytearray
+    sig, end, k = bytes(win[:SIG_BYTES]), 0, SIG_BYTES
     while len(sig) == SIG_BYTES:
-        j = win.find(sig, k)
-        if j < 0 or win[j - 1] != 0x75:    # 'u': a dict's SETITEMS before the next event
+        j = data.find(sig, k, n)
+        if j < 0 or data[j - 1] != 0x75:    # 'u': a dict's SETITEMS before the next event
             break
         end, k = j, j + SIG_BYTES
     return end
@@ -218,6 +252,7 @@ class StreamingUnpickler(pickle._Unpickler):
         super().__init__(file)
         self._f = file
         self._failed = 0
+        self._buf = memoryview(bytearray(RUN_BYTES))   # the window a run is looked for in
 
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}: not a plain snapshot")
@@ -258,15 +293,17 @@ class StreamingUnpickler(pickle._Unpickler):
         unpickler; False (the file where it was) where there is none."""
         if len(self.memo) > MAX_MEMO:
             raise ReadWhole()
-        f = self._f
+        f, buf = self._f, self._buf
         pos = f.tell() - 1
         f.seek(pos)
-        win = f.read(LOOK_BYTES)   # most often the last event of a list: no run, a short look
+        got = f.readinto(buf[:LOOK_BYTES])   # most often the last event of a list: no run, a short look
+        win = buf[:got]
         end = run_end(win)
-        if end and len(win) == LOOK_BYTES and win.find(win[:SIG_BYTES], end + SIG_BYTES) < 0:
-            win += f.read(RUN_BYTES - LOOK_BYTES)
+        if end and got == LOOK_BYTES and win.obj.find(win[:SIG_BYTES], end + SIG_BYTES, got) < 0:
+            got += f.readinto(buf[LOOK_BYTES:])
+            win = buf[:got]
             end = run_end(win)
-        run = self._read_run(memoryview(win)[:end]) if end else None
+        run = self._read_run(buf[:end]) if end else None
         if run is None:
             self._failed += end > 0
             f.seek(pos + 1)
