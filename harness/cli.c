@@ -30,6 +30,18 @@ static int set_flag(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *
     return 0;
 }
 
+/* --explain-oom: CMB_EXPLAIN_OOM=1 in the environment, which the scenarios
+ * read and every case's child inherits (docs/explain.md); a resumed run
+ * re-parses its saved arguments, so it keeps the setting. */
+static int set_explain_oom(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
+{
+    if (setenv("CMB_EXPLAIN_OOM", "1", 1)) {
+        snprintf(err, errlen, "%s: cannot set CMB_EXPLAIN_OOM: %s", o->name, strerror(errno));
+        return -1;
+    }
+    return set_flag(cli, o, v, err, errlen);
+}
+
 /* A non-empty string (it stays in argv, which lives as long as the run). */
 /* A string (it stays in argv, which lives as long as the run). */
 static int set_text(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
@@ -260,6 +272,9 @@ static const cmb_cli_option options[] = {
     {.name = "--timeline-points", .metavar = "N", .set = set_unsigned, OFF(timeline_points),
      .lo = CMB_TIMELINE_MIN_POINTS, .hi = CMB_TIMELINE_MAX_POINTS,
      .help = "at most N samples per timeline (default 512)"},
+    {.name = "--explain-oom", .set = set_explain_oom, OFF(explain_oom),
+     .help = "explain the first failed allocation of a case that does\nnot fit (the same as CMB_EXPLAIN_OOM=1; "
+             "docs/explain.md)"},
     {.name = "--version", .set = set_flag, OFF(version), .help = "the version and the build, then exit"},
     {.name = "--help", .alias = "-h", .set = set_flag, OFF(help), .help = "this help"},
 

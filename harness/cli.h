@@ -51,6 +51,7 @@ typedef struct cmb_cli {
     const char *resume;    /* continue the run in this directory            */
     int timeline;              /* -1 auto (scenarios that ask), 0 off, 1 on  */
     unsigned timeline_points;  /* 0: the default                             */
+    int explain_oom;           /* --explain-oom (sets CMB_EXPLAIN_OOM=1)     */
 } cmb_cli;
 
 /* --- the table of options --------------------------------------------------------- */

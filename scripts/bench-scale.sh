@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-scale.sh - the suite at scale (make bench-scale): a 2-million-event
 # PyTorch snapshot converted and replayed under five policies, 10 million
-# trace events replayed, what CMB_EXPLAIN_OOM=1 adds to a replay, and the
+# trace events replayed, what --explain-oom adds to a replay, and the
 # report of a 10-million-event replay. The inputs are grown from the
 # committed transformer trace by tools/scale_gen.py into a scratch directory
 # (removed at the end: several GB, never committed).
@@ -38,11 +38,12 @@ n_big=${SCALE_TRACE_EVENTS:-10000000}
 measure() {
     local name=$1
     shift
-    /usr/bin/time -f "%e %M" -o "$scratch/$name.time" "$@" >"$out/logs/$name.log" 2>&1
-    local rc=$?
-    read -r secs kib <"$scratch/$name.time" 2>/dev/null || { secs=?; kib=0; }
-    [ "$secs" = "Command" ] && read -r secs kib < <(tail -1 "$scratch/$name.time")
+    /usr/bin/time -f "%e %M %U %S" -o "$scratch/$name.time" "$@" >"$out/logs/$name.log" 2>&1
+    local rc=$? user sys
+    read -r secs kib user sys <"$scratch/$name.time" 2>/dev/null || { secs=?; kib=0; }
+    [ "$secs" = "Command" ] && read -r secs kib user sys < <(tail -1 "$scratch/$name.time")
     rss_mib=$((kib / 1024))
+    cpu=$("$py" -c "print(round(${user:-0} + ${sys:-0}, 2))" 2>/dev/null || echo ?)
     return $rc
 }
 
@@ -67,12 +68,13 @@ replay() { # NAME TRACE ALLOCATORS [cumembench args]: measures a replay run into
         --param find_min_capacity=false --param op_latency=false --out "$out/runs/$name" -q "$@"
 }
 
+load_start=$(cut -d' ' -f1-3 /proc/loadavg) # a shared machine: what else ran, for the table
 echo "bench-scale: growing the inputs in $scratch" >&2
 measure gen_snapshot "$py" "$root/tools/scale_gen.py" snapshot "$src" "$scratch/2m.pickle" --events "$n_snap" ||
     { echo "bench-scale: scale_gen.py snapshot failed: $(tail -2 "$out/logs/gen_snapshot.log")" >&2; exit 1; }
 snap_bytes=$(stat -c %s "$scratch/2m.pickle")
 row "grow a snapshot (input, not a target)" "$n_snap snapshot events, 24 frames each, $((snap_bytes >> 20)) MiB" \
-    "$secs" "$rss_mib" ""
+    "$secs ($cpu)" "$rss_mib" ""
 measure gen_trace_10m "$py" "$root/tools/scale_gen.py" trace "$src" "$scratch/10m.trace" --events "$n_big" ||
     { echo "bench-scale: scale_gen.py trace failed" >&2; exit 1; }
 measure gen_trace_2m "$py" "$root/tools/scale_gen.py" trace "$src" "$scratch/2m-grown.trace" --events $((n_snap * 2 / 3)) ||
@@ -84,7 +86,7 @@ measure gen_snapshot_tenth "$py" "$root/tools/scale_gen.py" snapshot "$src" "$sc
     exit 1
 if measure convert_tenth "$py" "$root/traces/torch_snapshot_to_trace.py" "$scratch/tenth.pickle" "$scratch/tenth.trace"
 then
-    row "convert a snapshot a tenth as large (how it scales)" "$n_tenth" "$secs" "$rss_mib" ""
+    row "convert a snapshot a tenth as large (how it scales)" "$n_tenth" "$secs ($cpu)" "$rss_mib" ""
 fi
 rm -f "$scratch/tenth.pickle" "$scratch/tenth.trace"
 
@@ -92,8 +94,8 @@ echo "bench-scale: converting the snapshot" >&2
 converted=$scratch/2m.trace
 if measure convert bash -c "ulimit -v $((8 << 20)); exec \"$py\" \"$root/traces/torch_snapshot_to_trace.py\" \
         \"$scratch/2m.pickle\" \"$converted\""; then
-    convert_s=$secs
-    row "convert the snapshot (traces/torch_snapshot_to_trace.py)" "$n_snap" "$secs" "$rss_mib" \
+    convert_s=$secs convert_rss=$rss_mib convert_cpu=$cpu
+    row "convert the snapshot (traces/torch_snapshot_to_trace.py)" "$n_snap" "$secs ($cpu)" "$rss_mib" \
         "with the replays: < 60 s, < 4096 MiB"
 else
     convert_s=
@@ -109,24 +111,26 @@ echo "bench-scale: replaying under five policies" >&2
 five=torch-caching,torch-expandable,bfc,rmm-pool,cupy
 replay replay5 "$converted" "$five" --repetitions 1
 total=${convert_s:+$("$py" -c "print(round($convert_s + $secs, 2))")}
+total_cpu=${convert_s:+$("$py" -c "print(round($convert_cpu + $cpu, 2))" 2>/dev/null)}
+verdict=${total:+$("$py" -c "print('met' if $total < 60 and max($convert_rss, $rss_mib) < 4096 else '**missed**')")}
 row "replay it under $five (one run, 5 cases)" "$n_conv trace events$([ -z "$convert_s" ] && echo \
-    ", grown directly (the conversion did not finish)")" "$secs" "$rss_mib" \
-    "convert + replay < 60 s$([ -n "$total" ] && echo ": $total s"), < 4096 MiB"
+    ", grown directly (the conversion did not finish)")" "$secs ($cpu)" "$rss_mib" \
+    "convert + replay < 60 s$([ -n "$total" ] && echo ": $total s ($total_cpu s CPU)"), < 4096 MiB${verdict:+: $verdict}"
 
 echo "bench-scale: 10 million events" >&2
 replay replay10m "$scratch/10m.trace" torch-caching --repetitions 1
 r10=$(metric "$out/runs/replay10m" time_s)
-row "replay $n_big trace events (torch-caching; process wall)" "$n_big" "$secs" "$rss_mib" \
+row "replay $n_big trace events (torch-caching; process wall)" "$n_big" "$secs ($cpu)" "$rss_mib" \
     "< 10 s (the replay itself, time_s: $r10 s)"
 
-echo "bench-scale: what CMB_EXPLAIN_OOM=1 adds" >&2
+echo "bench-scale: what --explain-oom adds" >&2
 replay explain_off "$scratch/10m.trace" torch-caching --repetitions 5 --capacity 11.5GiB
 off=$(metric "$out/runs/explain_off" time_s)
-CMB_EXPLAIN_OOM=1 replay explain_on "$scratch/10m.trace" torch-caching --repetitions 5 --capacity 11.5GiB
+replay explain_on "$scratch/10m.trace" torch-caching --repetitions 5 --capacity 11.5GiB --explain-oom
 on=$(metric "$out/runs/explain_on" time_s)
 fails=$(metric "$out/runs/explain_on" oom_failed_allocs)
 added=$("$py" -c "print(f'{100 * ($on - $off) / $off:+.1f}%')" 2>/dev/null || echo "?")
-row "replay $n_big events on 11.5 GiB (does not fit: $fails failed), time_s median of 5: without / with CMB_EXPLAIN_OOM=1" \
+row "replay $n_big events on 11.5 GiB (does not fit: $fails failed), time_s median of 5: without / with --explain-oom" \
     "$n_big" "$off / $on ($added)" "" "explanation adds <= 20%"
 
 echo "bench-scale: the report of a 10-million-event replay" >&2
@@ -137,13 +141,13 @@ tl_bytes=$(du -cb "$out/runs/report10m"/timelines/* 2>/dev/null | tail -1 | cut 
 measure report "$report_py" "$root/plots/report.py" "$out/runs/report10m" -o "$scratch/report.html" --no-gnuplot \
     --no-findings -q
 html_bytes=$(stat -c %s "$scratch/report.html" 2>/dev/null || echo 0)
-row "report of the $n_big-event replay (plots/report.py; timeline CSV $((tl_bytes / 1024)) KiB)" "$n_big" \
-    "$secs" "$rss_mib" "HTML $((html_bytes / 1024)) KiB (< 20 MB)"
+row "report of the $n_big-event replay (plots/report.py, the blocks at 1024 moments read from the trace; timeline CSV $((tl_bytes / 1024)) KiB)" "$n_big" \
+    "$secs ($cpu)" "$rss_mib" "HTML $((html_bytes / 1024)) KiB (< 20 MB)"
 chrome=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 if [ -n "$chrome" ]; then
     measure chromium timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --no-first-run \
         --user-data-dir="$scratch/profile" --dump-dom "file://$scratch/report.html"
-    row "open the report in headless Chromium (--dump-dom, browser start included; the timeline's own setup: $(grep -o 'data-ready="[^"]*"' "$out/logs/chromium.log" | head -1 | cut -d'"' -f2))" "$n_big" "$secs" \
+    row "open the report in headless Chromium (--dump-dom, browser start included; the timeline's own setup: $(grep -o 'data-ready="[^"]*"' "$out/logs/chromium.log" | head -1 | cut -d'"' -f2))" "$n_big" "$secs ($cpu)" \
         "$rss_mib" "< 3 s"
 fi
 
@@ -152,10 +156,12 @@ fi
     echo
     echo "Machine: $machine. Build: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo ?)," \
         "sim mode. Written by scripts/bench-scale.sh ($(date -u +%Y-%m-%d))."
-    echo "Seconds are wall-clock seconds of the whole command; peak RSS (MiB) the largest resident set of any"
-    echo "of its processes. Inputs grown from traces/samples/torch_transformer_sweep.trace by tools/scale_gen.py."
+    echo "Seconds are wall-clock seconds of the whole command, with the CPU seconds (user + system) of its"
+    echo "processes in brackets (on a shared machine the wall clock includes waiting for a core); peak RSS"
+    echo "(MiB) the largest resident set of any of its processes. Inputs grown from traces/samples/torch_transformer_sweep.trace by tools/scale_gen.py."
+    echo "Load average (1, 5, 15 min) when it started: $load_start; when it ended: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo
-    echo "| step | events | seconds | peak RSS (MiB) | target |"
+    echo "| step | events | seconds (CPU) | peak RSS (MiB) | target |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } >"$out/scale.md"

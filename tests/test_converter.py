@@ -7,7 +7,11 @@ negative numbers, times out of order), the converter either writes a trace
 whose every line the suite's format accepts, or stops with exit status 2
 and one line naming the problem: never a Python traceback, never a line a
 reader refuses (a snapshot field holding a newline wrote broken lines; a
-non-numeric time raised a TypeError). A few of the traces written are also
+non-numeric time raised a TypeError). Each snapshot is written three ways
+(protocol 4, read whole; protocol 2 and each event by its own pickler, as
+tools/scale_gen.py writes a large one, read as they stream): all three
+convert alike. Pickles that run a command when loaded are refused in every
+layout, the command never run. A few of the traces written are also
 replayed by the suite's own reader (cumembench, sim mode).
 """
 import os
@@ -98,11 +102,34 @@ def random_snapshot(rng):
             "allocator_settings": value(rng, lambda: {"expandable_segments": rng.random() < 0.5})}
 
 
-def convert(snap, tmp, name="s.pickle"):
+def per_event_pickle(snap, batch=7):
+    """The snapshot as tools/scale_gen.py writes a large one: protocol 2,
+    each event by its own pickler, APPENDS every `batch` events; the
+    converter reads these events in runs, as they stream."""
+    rest = {k: v for k, v in snap.items() if k != "device_traces"}
+    out = [pickle.dumps(rest, protocol=2)[:-1], pickle.dumps("device_traces", protocol=2)[2:-1], b"]"]
+    for events in snap["device_traces"]:
+        out.append(b"](")
+        for k, e in enumerate(events):
+            out.append(pickle.dumps(e, protocol=2)[2:-1])
+            if k % batch == batch - 1:
+                out.append(b"e(")
+        out.append(b"ea")
+    return b"".join(out) + b"s."
+
+
+LAYOUTS = {  # how a snapshot is written: protocol 4 is read whole, the others as they stream
+    "protocol 4": lambda snap: pickle.dumps(snap, protocol=4),
+    "protocol 2": lambda snap: pickle.dumps(snap, protocol=2),
+    "per event": per_event_pickle,
+}
+
+
+def convert(snap, tmp, name="s.pickle", layout="protocol 4"):
     src = os.path.join(tmp, name)
     out = os.path.join(tmp, "out.trace")
     with open(src, "wb") as f:
-        pickle.dump(snap, f)
+        f.write(LAYOUTS[layout](snap))
     if os.path.exists(out):
         os.unlink(out)
     p = subprocess.run([sys.executable, CONVERTER, src, out], capture_output=True, text=True)
@@ -111,7 +138,12 @@ def convert(snap, tmp, name="s.pickle"):
 
 
 def check(snap, tmp, name="s.pickle"):
+    """Why the conversion is wrong, or None; every layout must give the same."""
     p, text, out = convert(snap, tmp, name)
+    for layout in ("protocol 2", "per event"):
+        p2, text2, _ = convert(snap, tmp, name, layout)
+        if (p2.returncode, p2.stderr, text2) != (p.returncode, p.stderr, text):
+            return f"{layout} converts otherwise than protocol 4: {p2.stderr[-200:]!r} vs {p.stderr[-200:]!r}"
     if p.returncode == 0:
         why = valid_trace(text)
         if why:
@@ -126,6 +158,39 @@ def check(snap, tmp, name="s.pickle"):
     return None
 
 
+class Shell:
+    """A pickle that runs a command when loaded: the converter must refuse it."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def hostile(tmp):
+    """Class references (a command run when loaded) at the top, in the
+    first, a middle and the last event's frames, in every layout: refused,
+    nothing run."""
+    bad = []
+    marker = os.path.join(tmp, "ran")
+    events = [{"action": "alloc", "addr": 4096 * (i + 1), "size": 512, "stream": 0, "time_us": i,
+               "frames": [{"filename": "f.py", "line": i, "name": "g"}]} for i in range(40)]
+    for where in ("top", 0, 20, 39):
+        snap = {"device_traces": [[dict(e, frames=list(e["frames"])) for e in events]]}
+        if where == "top":
+            snap["allocator_settings"] = Shell(marker)
+        else:
+            snap["device_traces"][0][where]["frames"].append({"filename": Shell(marker)})
+        for layout in LAYOUTS:
+            p, text, _ = convert(snap, tmp, "s.pickle", layout)
+            if p.returncode != 2 or "refusing to load" not in p.stderr or text is not None or \
+                    os.path.exists(marker):
+                bad.append(f"a command in a pickle ({where}, {layout}): exit {p.returncode}, {p.stderr[-200:]!r}, "
+                           f"{'ran' if os.path.exists(marker) else 'not run'}")
+    return bad
+
+
 def main():
     rng = random.Random(int(os.environ.get("CMB_PROPERTY_SEED", "20261127")))
     n = int(os.environ.get("CMB_PROPERTY_RUNS", "300"))
@@ -137,12 +202,17 @@ def main():
                   "allocator_settings": {"note": "two\nlines"}},
                  {"device_traces": [[{"action": "alloc", "addr": 4096, "size": 512, "stream": 0,
                                       "time_us": "soon"}]]}]
+        # one pickler's memo past MAX_MEMO (the converter then reads the snapshot whole)
+        fixed.append({"device_traces": [[{"action": "alloc", "addr": 4096 * (i + 1), "size": 512, "stream": 0,
+                                          "time_us": i, "frames": [{"filename": f"f{i}.py", "line": i}]}
+                                         for i in range(2000)]]})
         snaps = fixed + [random_snapshot(rng) for _ in range(n)]
+        bad += hostile(tmp)
         for i, snap in enumerate(snaps):
             why = check(snap, tmp, "a\nb.pickle" if i % 50 == 7 else "s.pickle")
             if why:
                 bad.append(f"snapshot {i}: {why}: {snap!r}"[:800])
-            elif i >= 2 and len(written) < 3 and os.path.exists(os.path.join(tmp, "out.trace")):
+            elif i >= len(fixed) and len(written) < 3 and os.path.exists(os.path.join(tmp, "out.trace")):
                 kept = os.path.join(tmp, f"kept{len(written)}.trace")
                 os.replace(os.path.join(tmp, "out.trace"), kept)
                 written.append(kept)

@@ -19,6 +19,11 @@
 #                                snapshot converts (traces/torch_snapshot_to_
 #                                trace.py) to the same allocations, its frames
 #                                unshared
+#   test_explain_oom.sh flag     --explain-oom on the same trace built to
+#                                fail, with CMB_EXPLAIN_OOM=0 in the
+#                                environment: --help lists it, it writes the
+#                                oom_* counters CMB_EXPLAIN_OOM=1 writes, with
+#                                the same values; without it none
 #   test_explain_oom.sh report   the report's "Why it did not fit" section,
 #                                in headless Chromium when it is there:
 #                                rendered without errors; CMB_EXPLAIN_SCREENSHOT
@@ -97,6 +102,35 @@ EOF
     grep -q "the request alone is larger than the device (80.00 GiB)" "$tmp/leak.txt" ||
         fail "leak-check's explanation: $(cat "$tmp/leak.txt")"
     echo "explain-oom: counters add up, text names the reasons and what fits"
+}
+
+part_flag() {
+    "$bin" --help 2>&1 | grep -q -- "--explain-oom" || fail "--help does not list --explain-oom"
+    CMB_EXPLAIN_OOM=0 run "$tmp/flag" --allocator torch-caching,torch-expandable --explain-oom
+    CMB_EXPLAIN_OOM=1 run "$tmp/env" --allocator torch-caching,torch-expandable
+    CMB_EXPLAIN_OOM=0 run "$tmp/none" --allocator torch-caching,torch-expandable
+    "$py" - "$tmp/flag" "$tmp/env" "$tmp/none" <<'EOF' || exit 1
+import csv, os, sys
+def oom(d):
+    return {(r["case"], r["repetition"], r["metric"]): r["value"]
+            for r in csv.DictReader(open(os.path.join(d, "results.csv")))
+            if r["metric"].startswith("oom_") and r["metric"] != "oom_retries"}
+flag, env, none = (oom(d) for d in sys.argv[1:])
+def fail(msg):
+    print("FAIL:", msg, file=sys.stderr)
+    sys.exit(1)
+if not any(k[2] == "oom_request_bytes" for k in flag):
+    fail("--explain-oom explained nothing on a trace built to fail")
+if flag != env:
+    fail(f"--explain-oom and CMB_EXPLAIN_OOM=1 differ: {sorted(set(flag.items()) ^ set(env.items()))[:4]}")
+if none:
+    fail("oom_* counters written with CMB_EXPLAIN_OOM=0 and no flag")
+EOF
+    "$py" "$src/tools/explain_oom.py" "$tmp/flag" --case torch-caching >"$tmp/flag.txt" ||
+        fail "explain_oom.py failed on the --explain-oom run"
+    grep -q "did not fit: 6 allocations failed" "$tmp/flag.txt" ||
+        fail "explain_oom.py: the --explain-oom run is not explained: $(cat "$tmp/flag.txt")"
+    echo "explain-oom: --explain-oom is CMB_EXPLAIN_OOM=1"
 }
 
 chromium_bin() {
@@ -179,5 +213,6 @@ case "${1:-}" in
 replay) part_replay ;;
 scale) part_scale ;;
 report) part_report ;;
-*) fail "usage: test_explain_oom.sh replay|scale|report" ;;
+flag) part_flag ;;
+*) fail "usage: test_explain_oom.sh replay|scale|report|flag" ;;
 esac

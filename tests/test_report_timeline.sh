@@ -5,7 +5,9 @@
 # (tools/scale_gen.py) replayed with 131072 timeline points; the page opens
 # without errors, builds its levels of detail, keeps the highest reserved
 # sample at the coarsest level, zooms into a time range and reads a moment
-# from the URL fragment (#tl=START,END,CLICK), and stays under 20 MB. How fast
+# from the URL fragment (#tl=START,END,CLICK) with the blocks live there (as
+# many as replaying the trace to that operation leaves, adding up to the
+# timeline's requested bytes), and stays under 20 MB. How fast
 # it opens at 10 million events is make bench-scale's to measure.
 # Exit 77 (skipped) when Chromium is missing outside CI.
 # Environment: CMB_SRC, CMB_BIN, CMB_PYTHON (default /usr/bin/python3).
@@ -79,5 +81,38 @@ if drawn > 4 * 1100:
     fail(f"{drawn} buckets drawn for a canvas 1100 pixels wide")
 print(f"timeline: {levels} levels, view {a}-{b}, {drawn} buckets drawn, peak kept")
 PY
-grep -q 'segments and blocks at a moment are not recorded' "$tmp/dom.html" || fail "the moment read says nothing"
+# the click shows the blocks live at the moment kept nearest to it: as many as
+# replaying the trace here up to that operation leaves live, the largest
+# listed, their bytes the timeline's requested bytes there (exact)
+blocks=$(attr blocks) blocks_op=$(attr blocks-op) exact=$(attr blocks-exact) shown=$(attr blocks-shown)
+[ -n "$blocks" ] && [ "$blocks" != - ] || fail "the click shows no blocks: $div"
+"$py" - "$tmp/big.trace" "$blocks_op" "$blocks" "$exact" "$shown" "$picked" "$first" "$last" <<'PY' || exit 1
+import sys
+trace, op_at, n, exact, shown, picked, first, last = sys.argv[1], *map(int, sys.argv[2:])
+def fail(m):
+    print("FAIL:", m, file=sys.stderr)
+    sys.exit(1)
+live, op = set(), 0
+for line in open(trace):
+    p = line.split()
+    if line[:2] == "a ":
+        op += 1
+        live.add(p[1])
+    elif line[:2] == "f " and p[1] in live:
+        op += 1
+        live.discard(p[1])
+    if op == op_at:
+        break
+if len(live) != n:
+    fail(f"{n} blocks shown live at op {op_at}, the trace leaves {len(live)}")
+if exact != 1:
+    fail("the blocks at the moment do not add up to the timeline's requested bytes")
+if shown != min(n, 48):
+    fail(f"{shown} blocks listed of {n}")
+if abs(op_at - picked) > (last - first) // 1000 + 1:
+    fail(f"the blocks are those of op {op_at}, far from the moment clicked ({picked})")
+print(f"click: {n} blocks live at op {op_at} (clicked {picked})")
+PY
+grep -q 'blocks live at op' "$tmp/dom.html" || fail "the moment read lists no blocks"
+grep -q 'the segments themselves are not recorded' "$tmp/dom.html" || fail "the moment read says nothing of segments"
 echo "report timeline in headless Chromium: $((size >> 10)) KiB page"

@@ -18,9 +18,10 @@ device_traces[0] the events) for traces/torch_snapshot_to_trace.py: each
 allocation an `alloc` event, each free a `free_requested` and a
 `free_completed` event, N events in all, every one with its own stack of D
 frames (default 24) whose dicts and strings are unshared objects, so the
-pickle writes each in full, as PyTorch's own snapshots do. Written event by
-event (the generator never holds the list), so N = 2 million costs the
-generator little memory; the reader does.
+pickle writes each in full. Written event by event, each by its own
+protocol-2 pickler (the generator never holds the list), so N = 2 million
+costs the generator little memory; the converter reads such a pickle as it
+streams (traces/torch_snapshot_to_trace.py).
 
 Sizes and times in the output are deterministic for a seed. Exit status 2
 with a one-line message on bad input.

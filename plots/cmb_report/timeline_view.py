@@ -7,9 +7,12 @@ harness records are marked). The page draws the coarsest level that still
 gives about one bucket per pixel of the visible range: drag across the
 canvas to zoom into a time range (operations), double-click to go back, click
 a moment to read the sample there (requested, allocated, reserved, largest
-free). A URL fragment #tl=START,END[,CLICK] (fractions of the run) does the
-same at load, for tests and links. Segments and blocks at a moment are not
-recorded by the timeline, and the view says so.
+free) and, for a replay, the blocks live at the moment kept nearest to it
+(KEYFRAMES moments, the largest BLOCKS_SHOWN blocks of each with their size,
+age and stream; see blocks_at). A URL fragment #tl=START,END[,CLICK]
+(fractions of the run) does the same at load, for tests and links. The
+segments the allocator held are not recorded (only their bytes, reserved),
+and the view says so.
 
 The data goes into the page as JSON, integers only (bytes and operation
 indices), at most MAX_SAMPLES samples per case: a 10-million-event replay
@@ -19,6 +22,7 @@ bench-scale measures it)."""
 import html
 import json
 import math
+import os
 
 from .results import read_timeline
 
@@ -28,7 +32,7 @@ MAX_CASES = 8
 CSS = """
 .tl-view{margin:.4em 0 1.2em 0}
 .tl-view canvas{border:1px solid #bbb;cursor:crosshair;width:100%;max-width:1100px;height:260px}
-.tl-view .tl-read{font-family:monospace;font-size:12px;min-height:1.3em;white-space:pre-wrap}
+.tl-view .tl-read{font-family:monospace;font-size:12px;min-height:1.3em;white-space:pre-wrap;max-height:24em;overflow:auto}
 """
 
 JS = r"""
@@ -59,7 +63,7 @@ JS = r"""
     div.dataset.bound = "1";
     var d = JSON.parse(div.querySelector("script.tl-data").textContent);
     var cv = div.querySelector("canvas"), read = div.querySelector(".tl-read");
-    var lv = pyramid(d), s = d, t0 = performance.now();
+    var lv = pyramid(d), s = d, t0 = performance.now(), kfOps = (d.kf || []).map(function (k) { return k[0]; });
     var full = [s.op[0], s.op[s.op.length - 1]], view = full.slice(), drag = null, drawn = 0, level = 0;
     var ymax = 0;
     for (var i = 0; i < s.rs.length; i++) ymax = Math.max(ymax, s.rs[i], s.rq[i]);
@@ -92,8 +96,24 @@ JS = r"""
       if (i > 0 && op - s.op[i - 1] < s.op[i] - op) i--;
       var t = "op " + s.op[i] + ": requested " + fmt(s.rq[i]) + ", allocated " + (s.al[i] < 0 ? "?" : fmt(s.al[i])) +
               ", reserved " + fmt(s.rs[i]) + ", largest free " + (s.lf[i] < 0 ? "?" : fmt(s.lf[i])) +
-              " (segments and blocks at a moment are not recorded by the timeline)";
-      read.textContent = t; div.dataset.picked = s.op[i];
+              "\nsegments: the allocator held " + fmt(s.rs[i]) + " from its upstream here; the segments themselves " +
+              "are not recorded";
+      read.textContent = t + "\n" + blocksAt(s.op[i]); div.dataset.picked = s.op[i];
+    }
+    // the blocks live at the moment kept nearest to op (the largest first)
+    function blocksAt(op) {
+      if (!d.kf || !d.kf.length) { div.dataset.blocks = "-"; return "blocks: " + d.kf_why; }
+      var j = Math.min(kfOps.length - 1, lowerBound(kfOps, op));
+      if (j > 0 && op - kfOps[j - 1] < kfOps[j] - op) j--;
+      var k = d.kf[j], f = k[4], n = f.length / 4, rows = [];
+      for (var q = 0; q < f.length; q += 4)
+        rows.push("  " + fmt(f[q]) + "  allocated at op " + f[q + 1] + " (" + (k[0] - f[q + 1]) + " ops before), stream " +
+                  (f[q + 2] < 0 ? "?" : f[q + 2]) + ", trace id " + f[q + 3]);
+      div.dataset.blocks = k[1]; div.dataset.blocksOp = k[0]; div.dataset.blocksExact = k[3]; div.dataset.blocksShown = n;
+      return "blocks live at op " + k[0] + (k[0] === op ? "" : " (the nearest moment kept, " + Math.abs(k[0] - op) +
+             " ops away)") + ": " + k[1] + " blocks, " + fmt(k[2]) + (k[3] ? "" : " - NOT the replay's: its requested " +
+             "bytes differ here (an allocation failed before)") + (n ? "; the largest:\n" + rows.join("\n") : "") +
+             (k[1] > n ? "\n  ... and " + (k[1] - n) + " more" : "");
     }
     function opAt(ev) { var r = cv.getBoundingClientRect(); return view[0] + (ev.clientX - r.left) / r.width * (view[1] - view[0]); }
     cv.addEventListener("mousedown", function (ev) { drag = opAt(ev); });
@@ -145,6 +165,124 @@ def _case_data(path, color):
             "lf": col("largest_free_bytes"), "peaks": peaks, "color": color}
 
 
+# --- the blocks live at a moment ------------------------------------------------------------
+
+# The timeline records bytes. The blocks live at a moment come from the
+# replayed trace (the suite's format), replayed here as the replay scenario
+# does (scenarios/replay.c): each allocation one operation, each free of a
+# live block one, a pass's leftovers freed at its end. The replay does not
+# record which allocations failed, so where the live bytes of the replayed
+# trace differ from the timeline's requested bytes at a moment, the moment
+# is marked as not reconstructed (an allocation failed before it). The
+# segments the allocator held are not recorded: the view says so.
+
+KEYFRAMES = 1024     # moments with their blocks, evenly spaced among the samples
+BLOCKS_SHOWN = 48    # the largest blocks kept per moment (the count and bytes of all are kept)
+
+
+def _args_cwd(run_path):
+    """The directory the run was started in (run.args), or None."""
+    try:
+        with open(os.path.join(run_path, "run.args"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("cwd "):
+                    return line[4:].rstrip("\n").replace("\\n", "\n").replace("\\\\", "\\")
+    except OSError:
+        pass
+    return None
+
+
+def _trace_file(run, case):
+    p = case.param_dict().get("trace")
+    if not p:
+        return None
+    for base in ([""] if os.path.isabs(p) else [_args_cwd(run.path), os.getcwd(), os.path.dirname(run.path)]):
+        if base is None:
+            continue
+        full = os.path.join(base, p)
+        if os.path.isfile(full):
+            return full
+    return None
+
+
+def _events(path):
+    """(op, id, size, stream) of the trace's allocations and frees."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        if f.readline().rstrip("\n") != "# cumembench-trace 1":
+            return
+        for line in f:
+            c = line[:1]
+            if c == "a" or c == "f":
+                p = line.split()
+                if len(p) == 5:
+                    yield c, p[1], 0 if c == "f" else int(p[2]), p[3]
+
+
+def _moment(op, live, requested):
+    blocks = sorted(live.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
+    total = sum(v[0] for v in live.values())
+    flat = []
+    for ident, (size, born, stream) in blocks[:BLOCKS_SHOWN]:
+        flat += [size, born, int(stream) if stream.isdigit() else -1, int(ident) if ident.isdigit() else ident]
+    return [op, len(live), total, 1 if requested is None or requested == total else 0, flat]
+
+
+def blocks_at(path, ops, requested, passes=1):
+    """The live blocks at each operation of `ops` (sorted), replaying the
+    trace at `path`: [op, count, bytes, exact, [size, allocated at op,
+    stream, trace id]*]; None when the trace is not in the suite's format."""
+    live, out, op, k = {}, [], 0, 0
+    want = sorted(set(ops))
+    if not want:
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        if f.readline().rstrip("\n") != "# cumembench-trace 1":
+            return None
+    for pass_ in range(max(1, passes)):
+        for c, ident, size, stream in _events(path):
+            if c == "a":
+                op += 1
+                live[ident] = (size, op, stream)
+            elif ident in live:
+                op += 1
+                del live[ident]
+            else:
+                continue
+            while k < len(want) and want[k] == op:
+                out.append(_moment(op, live, requested.get(op)))
+                k += 1
+            if k == len(want):
+                return out
+        if pass_ + 1 < passes:
+            for ident in list(live):   # the end of a pass frees what it left live
+                op += 1
+                del live[ident]
+                while k < len(want) and want[k] == op:
+                    out.append(_moment(op, live, requested.get(op)))
+                    k += 1
+    return out
+
+
+def _keyframes(run, case, data):
+    """The blocks at KEYFRAMES moments among the samples, the peaks and the end."""
+    path = _trace_file(run, case) if case.scenario == "replay" else None
+    if not path:
+        return None, ("the blocks live at a moment are known for a replay of a trace in the suite's format; "
+                      "this case has none")
+    n = len(data["op"])
+    pick = {data["op"][round(i * (n - 1) / (KEYFRAMES - 1))] for i in range(KEYFRAMES)} if n else set()
+    pick.update(p[0] for p in data["peaks"])
+    requested = dict(zip(data["op"], data["rq"]))
+    try:
+        passes = int(case.param_dict().get("passes", "1"))
+        frames = blocks_at(path, sorted(pick), requested, passes)
+    except (OSError, ValueError) as e:
+        return None, f"the blocks could not be read from the trace: {e}"
+    if frames is None:
+        return None, "the trace is not in the suite's format: the blocks live at a moment are not known"
+    return frames, ""
+
+
 def view(run, scenario, colors):
     """The HTML of the scenario's interactive timelines on one run ('' when none)."""
     cases = [c for c in run.cases_of(scenario) if c.name in run.timelines][:MAX_CASES]
@@ -154,10 +292,11 @@ def view(run, scenario, colors):
     parts = []
     for c in cases:
         data = _case_data(run.timelines[c.name], colors.get(c.allocator) or "#1f77b4")
+        data["kf"], data["kf_why"] = _keyframes(run, c, data)
         parts.append(f"<div class='tl-view' data-case='{html.escape(c.name, quote=True)}'>"
                      f"<div><b>{html.escape(c.allocator)}</b> {html.escape(c.params)}: reserved (colour) and "
                      "requested (grey), max and min of each bucket; dots: the exact peaks. Drag to zoom, "
-                     "double-click to reset, click to read a moment.</div>"
+                     "double-click to reset, click to read a moment and the blocks live there.</div>"
                      f"<canvas width='1100' height='260'></canvas><div class='tl-read'></div>"
                      f"<script type='application/json' class='tl-data'>{json.dumps(data, separators=(',', ':'))}"
                      "</script></div>\n")
