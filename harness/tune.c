@@ -23,6 +23,7 @@ typedef struct tune_args {
     int json;
     uint64_t passes;
     const char *costs;
+    const char *recorded; /* the setting the trace was recorded under, when its header does not say */
     char **verify; /* the command after --verify -- */
     int n_verify;
 } tune_args;
@@ -43,7 +44,8 @@ static int bad(const char *fmt, const char *a, const char *b)
     fprintf(stderr, "cumembench tune: ");
     fprintf(stderr, fmt, a, b);
     fprintf(stderr, " (usage: cumembench tune INPUT [--budget SIZE] [--for torch|cupy|rmm|any] "
-                    "[--objective memory|time|balanced] [--json] [--passes N] [--verify -- CMD ...])\n");
+                    "[--objective memory|time|balanced] [--json] [--passes N] [--recorded SPEC] [--costs FILE] "
+                    "[--verify -- CMD ...])\n");
     return -1;
 }
 
@@ -71,6 +73,8 @@ static int parse_opt(tune_args *a, const char *opt, const char *v)
             return bad("--passes %s: expected 1 to 1000%s", v, "");
     } else if (!strcmp(opt, "--costs")) {
         a->costs = v;
+    } else if (!strcmp(opt, "--recorded")) {
+        a->recorded = v;
     } else {
         return bad("unknown option %s%s", opt, "");
     }
@@ -130,19 +134,19 @@ static void progress(const char *stage, int done, int total, const cmb_tune_ctx 
 
 /* --- the search ---------------------------------------------------------------------------------------- */
 
-/* The smallest GPU of any searched candidate no slower than `c`: the bound it must beat. */
-static uint64_t bound_for(const cmb_tune_set *s, const cmb_tune_cand *c)
+struct stage_progress {
+    const char *stage;
+    int n;
+    cmb_tune_ctx *x;
+    double t0;
+};
+
+static void fit_progress(void *arg, int done, uint64_t replays)
 {
-    uint64_t bound = 0;
-    for (int i = 0; i < s->n; i++) {
-        const cmb_tune_cand *o = &s->c[i];
-        if (o == c || !o->searched || o->dominated || o->failed)
-            continue;
-        int no_slower = isnan(o->time_s) || isnan(c->time_s) || o->time_s <= c->time_s;
-        if (no_slower && (!bound || o->min_capacity < bound))
-            bound = o->min_capacity;
-    }
-    return bound;
+    struct stage_progress *sp = arg;
+    cmb_tune_ctx shown = *sp->x;
+    shown.trials += replays;
+    progress(sp->stage, sp->n + done, 2 * sp->n, &shown, sp->t0, 0);
 }
 
 static const cmb_tune_set *time_set;
@@ -167,12 +171,9 @@ static void search_from(cmb_tune_ctx *x, cmb_tune_set *s, int from, const char *
         order[i] = from + i;
     time_set = s;
     qsort(order, (size_t)n, sizeof *order, by_time);
-    for (int i = 0; i < n; i++) {
-        cmb_tune_cand *c = &s->c[order[i]];
-        if (!c->failed)
-            cmb_tune_fit(x, c, bound_for(s, c));
-        progress(stage, n + i + 1, n * 2, x, t0, i + 1 == n);
-    }
+    struct stage_progress sp = {stage, n, x, t0};
+    x->trials += cmb_tune_fit_all(x, s, order, n, fit_progress, &sp);
+    progress(stage, 2 * n, 2 * n, x, t0, 1);
 }
 
 static void search(cmb_tune_ctx *x, cmb_tune_set *s, cmb_tune_for fw, int *front, int *n_front, double t0)
@@ -282,6 +283,10 @@ int cmb_tune_main(int argc, char **argv)
     if (cmb_tune_load(a.input, a.fw, &t, err, sizeof err)) {
         fprintf(stderr, "cumembench tune: %s\n", err);
         return 2;
+    }
+    if (a.recorded) {
+        snprintf(t.recorded, sizeof t.recorded, "%s", a.recorded);
+        snprintf(t.recorded_from, sizeof t.recorded_from, "--recorded");
     }
     int rc = run(&a, &t, have ? &costs : NULL, costs_path);
     cmb_tune_trace_free(&t);

@@ -7,6 +7,7 @@
  *                 and the setting it was recorded under;
  *   tune_eval.c   one candidate replayed in-process on a simulated device:
  *                 what it holds, what it costs (the cost file), whether it fits;
+ *   tune_pool.c   the searches of a stage on several threads;
  *   tune_fit.c    the smallest GPU, bounded by what is known (peak requested
  *                 below, the device peak at unlimited capacity above, the
  *                 front found so far), as docs/costs.md defines it;
@@ -113,6 +114,11 @@ void cmb_tune_evaluate(cmb_tune_ctx *x, cmb_tune_cand *cand);
 /* The smallest GPU of `cand`: exact, or only "not below `bound`" (dominated)
  * when a candidate no slower fits `bound` (0: none yet). */
 void cmb_tune_fit(cmb_tune_ctx *x, cmb_tune_cand *cand, uint64_t bound);
+/* Searches the smallest GPU of s->c[order[0..n)] (fastest first) on
+ * several threads; the replays run. fn(ctx, done, replays) after each. */
+typedef void (*cmb_tune_progress_fn)(void *ctx, int done, uint64_t replays);
+uint64_t cmb_tune_fit_all(const cmb_tune_ctx *x, cmb_tune_set *s, const int *order, int n, cmb_tune_progress_fn fn,
+                          void *ctx);
 /* Smaller capacities that also fit (below the answer, 128 MiB on the grid). */
 void cmb_tune_islands(cmb_tune_ctx *x, cmb_tune_cand *cand);
 

@@ -75,6 +75,21 @@ static uint64_t scan_above(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t best, uin
     }
 }
 
+/* Fitting at `from` does not make a candidate a rival: a failure above it,
+ * within the scan's window, puts its answer above `from` too. Checked first,
+ * so a dominated candidate that fits on an island costs a few trials, not a
+ * whole search: 1 when such a failure exists. */
+static int fails_above(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t from, uint64_t hi)
+{
+    uint64_t end = scan_end(from, hi);
+    if (end < hi && sample_above(x, c, end, hi)) /* the sparse part first: fewer trials */
+        return 1;
+    for (uint64_t cap = from + CMB_TUNE_STEP; cap < end; cap += CMB_TUNE_STEP)
+        if (!fits(x, c, cap))
+            return 1;
+    return 0;
+}
+
 /* A fitting capacity to start from: the device peak at unlimited capacity,
  * doubled while it does not fit; 0 when nothing below 1 TiB fits. */
 static uint64_t fitting_top(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t *lo)
@@ -95,19 +110,23 @@ void cmb_tune_fit(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t bound)
     uint64_t req = x->t->peak_requested;
     uint64_t lo = req > 0 ? (req - 1) / step * step : 0; /* below peak requested nothing fits */
     uint64_t hi;
+    /* the scan above goes past a bound (which says nothing of what lies above it) up to
+     * where the policy behaves as on an unlimited device */
+    uint64_t top = up_to_step(c->device_peak > c->peak_reserved ? c->device_peak : c->peak_reserved);
     if (bound && bound - step > lo) {
-        if (!fits(x, c, bound - step)) { /* a no-slower candidate fits bound: dominated */
+        hi = bound - step;
+        top = top > hi ? top : hi;
+        if (!fits(x, c, hi) || fails_above(x, c, hi, top)) { /* a no-slower candidate fits bound */
             c->dominated = 1;
             c->min_capacity = bound;
             return;
         }
-        hi = bound - step;
     } else if (!(hi = fitting_top(x, c, &lo))) {
         c->failed = 1;
         snprintf(c->why, sizeof c->why, "does not fit a device of 1 TiB");
         return;
     }
-    uint64_t top = hi;
+    top = top > hi ? top : hi;
     while (hi - lo > step) {
         uint64_t mid = (lo + (hi - lo) / 2) / step * step;
         mid = mid <= lo ? lo + step : mid;
