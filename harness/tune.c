@@ -176,12 +176,15 @@ static void search_from(cmb_tune_ctx *x, cmb_tune_set *s, int from, const char *
     progress(stage, 2 * n, 2 * n, x, t0, 1);
 }
 
-static void search(cmb_tune_ctx *x, cmb_tune_set *s, cmb_tune_for fw, int *front, int *n_front, double t0)
+/* -1 when the recorded setting cannot be replayed (bad input: nothing else ran). */
+static int search(cmb_tune_ctx *x, cmb_tune_set *s, cmb_tune_for fw, int *front, int *n_front, double t0)
 {
     cmb_tune_space_start(s, x->t, fw);
     cmb_tune_evaluate(x, &s->c[0]); /* the recorded setting: searched in full, the savings are against it */
     if (!s->c[0].failed)
         cmb_tune_fit(x, &s->c[0], 0);
+    if (s->c[0].failed)
+        return -1;
     search_from(x, s, 1, "one knob at a time", t0);
     int from = s->n;
     cmb_tune_space_combine(s, x->t, fw);
@@ -193,6 +196,7 @@ static void search(cmb_tune_ctx *x, cmb_tune_set *s, cmb_tune_for fw, int *front
     *n_front = cmb_tune_front(s, front, CMB_TUNE_MAX_CANDIDATES);
     for (int j = 0; j < *n_front; j++)
         cmb_tune_islands(x, &s->c[front[j]]);
+    return 0;
 }
 
 /* --- the command ---------------------------------------------------------------------------------------- */
@@ -243,8 +247,7 @@ static int run(const tune_args *a, cmb_tune_trace *t, const cmb_costs *costs, co
     if (!x.ptr)
         return fprintf(stderr, "cumembench tune: host out of memory\n"), 2;
     set.n = 0;
-    search(&x, &set, a->fw, front, &r.n_front, t0);
-    if (set.c[0].failed) {
+    if (search(&x, &set, a->fw, front, &r.n_front, t0)) {
         fprintf(stderr, "cumembench tune: the recorded setting %s cannot be replayed: %s\n", set.c[0].spec,
                 set.c[0].why);
         free(x.ptr);

@@ -58,9 +58,9 @@ static int convert_snapshot(const char *input, cmb_tune_trace *t, char *err, siz
         snprintf(err, errlen, "%s: a path with a quote cannot be converted", input);
         return -1;
     }
-    snprintf(cmd, sizeof cmd, "python3 '%s' --force '%s' '%s' >/dev/null 2>&1 || python3 '%s' '%s' '%s' >/dev/null",
-             conv, input, t->path, conv, input, t->path);
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s' >/dev/null 2>&1", conv, input, t->path);
     if (system(cmd) != 0) {
+        unlink(t->path);
         snprintf(err, errlen, "%s: a PyTorch snapshot that %s could not convert", input, conv);
         return -1;
     }
