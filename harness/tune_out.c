@@ -154,6 +154,20 @@ static json_t *why_json(const cmb_tune_report *r)
     return o;
 }
 
+/* The recommendation replayed on a GPU of the budget (else of its smallest GPU):
+ * what a run capped there should show. */
+static json_t *at_budget_json(const cmb_tune_report *r)
+{
+    const cmb_tune_replay *b = &r->rec_at_budget;
+    uint64_t gpu = r->budget ? r->budget : r->s->c[r->recommended].min_capacity;
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I}", "gpu_bytes", (json_int_t)gpu, "peak_reserved_bytes",
+                          (json_int_t)b->peak_reserved, "peak_allocated_bytes", (json_int_t)b->peak_allocated,
+                          "failed_allocs", (json_int_t)b->ooms);
+    json_object_set_new(o, "predicted_alloc_time_per_pass_s",
+                        isnan(b->time_s) ? json_null() : json_real(b->time_s / (double)r->passes));
+    return o;
+}
+
 int cmb_tune_print_json(FILE *f, const cmb_tune_report *r)
 {
     json_t *front = json_array();
@@ -168,9 +182,11 @@ int cmb_tune_print_json(FILE *f, const cmb_tune_report *r)
     json_object_set_new(doc, "costs_file", r->costs_path ? json_string(r->costs_path) : json_null());
     json_object_set_new(doc, "time_is", json_string("predicted from the cost file, per pass"));
     json_object_set_new(doc, "budget_bytes", r->budget ? json_integer((json_int_t)r->budget) : json_null());
+    json_object_set_new(doc, "passes", json_integer((json_int_t)r->passes));
     if (r->recommended >= 0) {
         json_object_set_new(doc, "recommendation", cand_json(r, &r->s->c[r->recommended]));
         json_object_set_new(doc, "why", why_json(r));
+        json_object_set_new(doc, "recommendation_on_budget", at_budget_json(r));
     } else {
         json_object_set_new(doc, "recommendation", json_null());
         if (r->n_front)

@@ -15,10 +15,27 @@
 
 #include <jansson.h>
 
-/* Runs the program under one setting; 0 with the measured peaks and time. */
-static int run_under(const char *setting, char **cmd, int n_cmd, json_t **measured)
+/* python/ of the source tree the binary was built in (build/cumembench ->
+ * python/cumembench_alloc.py) ahead of PYTHONPATH, so the module is found. */
+static void add_module_path(void)
 {
-    char out[256];
+    char exe[4096], path[8192];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    const char *old = getenv("PYTHONPATH");
+    snprintf(path, sizeof path, "%s/../python%s%s", exe, old && *old ? ":" : "", old ? old : "");
+    setenv("PYTHONPATH", path, 1);
+}
+
+/* Runs the program under one setting; 0 with the measured peaks and time. */
+static int run_under(const char *setting, uint64_t capacity, char **cmd, int n_cmd, json_t **measured)
+{
+    char out[256], cap[32];
     const char *tmp = getenv("TMPDIR");
     snprintf(out, sizeof out, "%s/cmb-tune-verify-%ld.json", tmp && *tmp ? tmp : "/tmp", (long)getpid());
     char **argv = calloc((size_t)n_cmd + 10, sizeof *argv);
@@ -26,13 +43,19 @@ static int run_under(const char *setting, char **cmd, int n_cmd, json_t **measur
         return -1;
     int k = 0;
     argv[k++] = "python3", argv[k++] = "-m", argv[k++] = "cumembench_alloc", argv[k++] = "run";
-    argv[k++] = (char *)setting, argv[k++] = "--out", argv[k++] = out, argv[k++] = "--";
+    argv[k++] = (char *)setting, argv[k++] = "--out", argv[k++] = out;
+    if (capacity) { /* a GPU of the budget: PyTorch's memory fraction, or the policy's capacity */
+        snprintf(cap, sizeof cap, "%llu", (unsigned long long)capacity);
+        argv[k++] = "--capacity", argv[k++] = cap;
+    }
+    argv[k++] = "--";
     for (int i = 0; i < n_cmd; i++)
         argv[k++] = cmd[i];
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(2, 1); /* the program's output goes to stderr: stdout stays tune's */
+        add_module_path();
         execvp(argv[0], argv);
         _exit(127);
     }
@@ -52,14 +75,15 @@ static double num(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-static void compare(const char *what, const cmb_tune_cand *c, const json_t *m)
+static void compare(const char *what, const cmb_tune_cand *c, uint64_t predicted, uint64_t gpu, const json_t *m)
 {
     double peak = num(m, "peak_reserved_bytes");
-    printf("  %-12s %-48s predicted peak reserved %.1f MiB, measured %.1f MiB (%+.2f%%); wall %.2f s; "
-           "allocated peak %.1f MiB\n",
-           what, c->spec, (double)c->peak_reserved / (1 << 20), peak / (1 << 20),
-           100.0 * (peak - (double)c->peak_reserved) / (double)c->peak_reserved, num(m, "wall_s"),
-           num(m, "peak_allocated_bytes") / (1 << 20));
+    printf("  %-12s %s", what, c->spec);
+    if (gpu)
+        printf(" on %.3f GiB", (double)gpu / (1u << 30));
+    printf(": peak reserved predicted %.1f MiB, measured %.1f MiB (%+.2f%%); wall %.2f s; exit %d\n",
+           (double)predicted / (1 << 20), peak / (1 << 20), 100.0 * (peak - (double)predicted) / (double)predicted,
+           num(m, "wall_s"), (int)num(m, "exit_status"));
 }
 
 int cmb_tune_verify(const cmb_tune_report *r, char **cmd, int n_cmd, int json)
@@ -74,7 +98,10 @@ int cmb_tune_verify(const cmb_tune_report *r, char **cmd, int n_cmd, int json)
         char setting[320];
         json_t *m = NULL;
         cmb_tune_run_setting(&r->s->c[idx[i]], setting, sizeof setting);
-        if (run_under(setting, cmd, n_cmd, &m)) {
+        const cmb_tune_cand *c = &r->s->c[idx[i]];
+        uint64_t gpu = i == 0 ? (r->budget ? r->budget : c->min_capacity) : 0; /* the recorded: as it ran */
+        uint64_t predicted = i == 0 ? r->rec_at_budget.peak_reserved : c->peak_reserved;
+        if (run_under(setting, gpu, cmd, n_cmd, &m)) {
             fprintf(stderr, "cumembench tune: the program failed under %s (%s)\n", what[i], setting);
             return 2;
         }
@@ -84,7 +111,7 @@ int cmb_tune_verify(const cmb_tune_report *r, char **cmd, int n_cmd, int json)
             free(text);
         }
         else
-            compare(what[i], &r->s->c[idx[i]], m);
+            compare(what[i], c, predicted, gpu, m);
         json_decref(m);
         if (i == 0 && idx[1] == idx[0])
             break;
