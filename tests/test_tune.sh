@@ -130,6 +130,17 @@ refusals() {
     refuse "verify without --" "$t" --verify python3 x.py
     refuse "verify with no GPU" "$t" --verify -- python3 -c pass
     refuse "recorded setting that cannot run" "$t" --recorded torch-caching:max_split_size_mb=5
+    # python3 -m cumembench_alloc run (tune --verify's wrapper): bad usage exits 2 with one line
+    local rc
+    for args in "run" "run native:" "run native: -- $tmp/none.py" "run native: --capacity x -- $t" \
+        "run native: --bogus 1 -- $t"; do
+        rc=0
+        # shellcheck disable=SC2086
+        PYTHONPATH="$src/python" "$py" -m cumembench_alloc $args >"$tmp/out" 2>"$tmp/err" || rc=$?
+        [ "$rc" = 2 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] ||
+            fail "cumembench_alloc $args: exit $rc, $(cat "$tmp/err")"
+        echo "ok: cumembench_alloc $args: $(cat "$tmp/err")"
+    done
 }
 
 exits() {
