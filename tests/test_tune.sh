@@ -161,6 +161,30 @@ exits() {
     n=$("$bin" tune "$t" --json 2>/dev/null | "$py" -c "import json,sys; print(json.load(sys.stdin)['candidates'])")
     [ "$n" -ge 200 ] || fail "only $n candidates searched"
     echo "ok: exit 1 with the smallest budget, 0 with a recommendation, $n candidates"
+    # a PyTorch snapshot in: converted, its allocator_settings read as the recorded setting
+    "$py" - "$tmp/run.pickle" <<'PY'
+import pickle, sys
+events, t, addr = [], 0, 1 << 30
+live = []
+for i in range(60):
+    size = [3 << 20, 25 << 20, 700 << 10, 90 << 20][i % 4] + 512 * i
+    t += 10
+    events.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": t})
+    live.append((addr, size))
+    addr += size + (1 << 21)
+    if i % 3 == 2:
+        a, sz = live.pop(0)
+        t += 10
+        events.append({"action": "free_completed", "addr": a, "size": sz, "stream": 0, "time_us": t})
+settings = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:64", "expandable_segments": True}
+pickle.dump({"device_traces": [events], "segments": [], "allocator_settings": settings}, open(sys.argv[1], "wb"))
+PY
+    TMPDIR="$tmp" "$bin" tune "$tmp/run.pickle" --json >"$tmp/pickle.json" 2>"$tmp/pickle.err" || fail "snapshot: exit $?: $(cat "$tmp/pickle.err")"
+    validate "$tmp/pickle.json" 1 || fail "snapshot: --json does not validate"
+    [ "$(field "$tmp/pickle.json" 'd["recorded"]["setting"]')" = "torch-expandable:max_split_size_mb=64" ] ||
+        fail "snapshot: recorded setting $(field "$tmp/pickle.json" 'd["recorded"]["setting"]')"
+    ! ls "$tmp"/cmb-tune-*.trace 2>/dev/null | grep -q . || fail "the converted snapshot was left behind"
+    echo "ok: a snapshot in, its recorded setting torch-expandable:max_split_size_mb=64"
 }
 
 case ${1:-} in
