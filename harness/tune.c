@@ -233,7 +233,12 @@ static void explain(cmb_tune_ctx *x, cmb_tune_report *r)
         return;
     const cmb_tune_cand *rec = &r->s->c[r->recommended];
     uint64_t gpu = r->budget ? r->budget : rec->min_capacity;
+    cmb_tune_replay again;
     cmb_tune_replay_at(x, rec, gpu, x->passes, 1, &r->rec_at_budget, err, sizeof err);
+    for (int i = 1; rec->pluggable && i < 3; i++) /* the least of three, as cmb_tune_evaluate */
+        if (!cmb_tune_replay_at(x, rec, gpu, x->passes, 1, &again, err, sizeof err) &&
+            again.time_s < r->rec_at_budget.time_s)
+            r->rec_at_budget.time_s = again.time_s;
     cmb_tune_replay_at(x, &r->s->c[0], rec->min_capacity, 1, 0, &r->recorded_at_fit, err, sizeof err);
 }
 

@@ -188,9 +188,14 @@ out_free:
 /* Large enough for any trace the suite replays: the capacity parameter's bound. */
 #define TUNE_UNLIMITED ((uint64_t)1 << 40)
 
+/* A policy run through libcmb_pluggable is priced by its own bookkeeping,
+ * measured here: the least of a few replays, so a preempted one does not
+ * count (the memory is the same in each: sim replays are deterministic). */
+#define TUNE_TIMED_REPLAYS 3
+
 void cmb_tune_evaluate(cmb_tune_ctx *x, cmb_tune_cand *cand)
 {
-    cmb_tune_replay r;
+    cmb_tune_replay r, again;
     cand->evaluated = 1;
     if (cmb_tune_replay_at(x, cand, TUNE_UNLIMITED, x->passes, 1, &r, cand->why, sizeof cand->why)) {
         cand->failed = 1;
@@ -201,6 +206,10 @@ void cmb_tune_evaluate(cmb_tune_ctx *x, cmb_tune_cand *cand)
         snprintf(cand->why, sizeof cand->why, "does not fit a device of 1 TiB");
         return;
     }
+    for (int i = 1; cand->pluggable && i < TUNE_TIMED_REPLAYS; i++)
+        if (!cmb_tune_replay_at(x, cand, TUNE_UNLIMITED, x->passes, 1, &again, cand->why, sizeof cand->why) &&
+            again.time_s < r.time_s)
+            r.time_s = again.time_s;
     cand->peak_reserved = r.peak_reserved;
     cand->peak_allocated = r.peak_allocated;
     cand->device_peak = r.device_peak;
