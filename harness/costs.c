@@ -49,6 +49,8 @@ static int read_reals(json_t *real, cmb_costs *out)
     const char *name;
     json_t *v;
     json_object_foreach(real, name, v) {
+        if (json_is_object(v) && json_is_array(json_object_get(v, "points")))
+            v = json_object_get(v, "points"); /* calibrate writes {"points": [...], "unit": ...} */
         if (!json_is_array(v) || out->n_real == CMB_COST_REALS)
             continue; /* {"skipped": why}: not calibrated */
         snprintf(out->real_name[out->n_real], sizeof out->real_name[0], "%s", name);

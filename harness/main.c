@@ -16,6 +16,7 @@
 #include "resume.h"
 #include "runner.h"
 #include "spawn.h"
+#include "tune.h"
 
 int main(int argc, char **argv)
 {
@@ -23,6 +24,8 @@ int main(int argc, char **argv)
     char err[512];
     if (argc > 1 && !strcmp(argv[1], "calibrate")) /* a command of its own: docs/costs.md */
         return cmb_calibrate_main(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "tune")) /* a command of its own: docs/tune.md */
+        return cmb_tune_main(argc, argv);
     cmb_resume_remember_args(argc, argv);
     if (cmb_cli_parse(argc, argv, &cli, err, sizeof err)) {
         fprintf(stderr, "cumembench: %s (see cumembench --help)\n", err);

@@ -482,3 +482,144 @@ def trace_stop():
     """Writes the trace files into place."""
     lib = load()
     _check(lib, lib.cmb_pluggable_trace_stop())
+
+
+# --- python3 -m cumembench_alloc run SETTING -- PROGRAM ARGS ----------------------------------------
+# A program run unchanged under an allocator setting (cumembench tune --verify,
+# scripts/gpu-tune.sh): the setting is installed before the program's first
+# CUDA allocation, and at exit peak reserved, peak allocated and wall time are
+# written as JSON.
+
+RUN_USAGE = """usage: python3 -m cumembench_alloc run SETTING [--out FILE] [--capacity BYTES] [--snapshot FILE]
+                                      -- PROGRAM.py [ARGS...]
+  SETTING  native:CONF[;fraction=F]  PyTorch's own allocator, PYTORCH_CUDA_ALLOC_CONF=CONF (empty: the
+                                     default); fraction: torch.cuda.set_per_process_memory_fraction(F)
+           NAME[:k=v...][@cuda|@vmm] a policy of the suite through libcmb_pluggable (install_torch)
+  --capacity BYTES  a GPU of this size: native, the memory fraction BYTES / total (PyTorch's own cap);
+                    a policy, its capacity
+  --snapshot FILE   record PyTorch's memory history and dump the snapshot at exit (native only)
+  --out FILE        the JSON (default: stdout)"""
+
+
+def _run_die(message):
+    """Bad usage, no GPU, no PyTorch: one line, exit 2, before the program runs."""
+    import sys
+    print(f"cumembench_alloc run: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _run_parse(argv):
+    if "--" not in argv or argv.index("--") < 1 or argv.index("--") == len(argv) - 1:
+        _run_die("expected SETTING [options] -- PROGRAM.py [ARGS...] (python3 -m cumembench_alloc run for help)")
+    cut = argv.index("--")
+    head, program = argv[:cut], argv[cut + 1:]
+    opts = {"setting": head[0], "out": None, "capacity": None, "snapshot": None}
+    rest = head[1:]
+    while rest:
+        key = rest.pop(0)
+        if key not in ("--out", "--capacity", "--snapshot") or not rest:
+            _run_die(f"unknown or incomplete option {key!r}")
+        opts[key[2:]] = rest.pop(0)
+    if opts["capacity"] is not None:
+        if not opts["capacity"].isdigit() or int(opts["capacity"]) <= 0:
+            _run_die(f"--capacity {opts['capacity']}: expected bytes")
+        opts["capacity"] = int(opts["capacity"])
+    if not os.path.isfile(program[0]):
+        _run_die(f"{program[0]}: no such program")
+    return opts, program
+
+
+def _run_install(opts):
+    """Installs the setting; returns (torch, native)."""
+    setting = opts["setting"]
+    native = setting.startswith("native:") or setting == "native"
+    fraction = None
+    if native:
+        conf, _, extra = setting[len("native:"):].partition(";")
+        if extra:
+            if not extra.startswith("fraction="):
+                _run_die(f"{setting!r}: expected native:CONF;fraction=F")
+            fraction = float(extra[len("fraction="):])
+        if conf:
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
+        else:
+            os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    try:
+        import torch
+    except ImportError:
+        _run_die("needs PyTorch (import torch failed)")
+    if not torch.cuda.is_available():
+        _run_die("no usable GPU")
+    if native:
+        total = torch.cuda.get_device_properties(0).total_memory
+        if opts["capacity"]:
+            fraction = min(fraction or 1.0, opts["capacity"] / total)
+        if fraction is not None:
+            torch.cuda.set_per_process_memory_fraction(fraction)
+        if opts["snapshot"]:
+            torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                                     max_entries=10**7)
+    else:
+        if opts["snapshot"]:
+            _run_die("--snapshot records PyTorch's own allocator (native:) only")
+        try:
+            install_torch(setting, capacity=opts["capacity"], oom="raise")
+        except PluggableError as e:
+            _run_die(str(e))
+    return torch, native
+
+
+def _run_measure(torch, native, opts, wall, status, error):
+    torch.cuda.synchronize()
+    if native:
+        s = torch.cuda.memory_stats()
+        reserved, allocated = s.get("reserved_bytes.all.peak", 0), s.get("allocated_bytes.all.peak", 0)
+        ooms = s.get("num_ooms", 0)
+        if opts["snapshot"]:
+            import pickle
+            with open(opts["snapshot"], "wb") as f:
+                pickle.dump(torch.cuda.memory._snapshot(), f)
+    else:
+        s = stats()
+        reserved, allocated, ooms = s["reserved_peak"], s["allocated_peak"], s["ooms"]
+    return {"setting": opts["setting"], "capacity_bytes": opts["capacity"],
+            "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "peak_reserved_bytes": reserved,
+            "peak_allocated_bytes": allocated, "ooms": ooms, "wall_s": wall, "exit_status": status,
+            "error": error, "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+
+
+def run_main(argv):
+    """python3 -m cumembench_alloc run SETTING [...] -- PROGRAM ARGS: see RUN_USAGE. The exit status
+    is the program's (1 when it raised)."""
+    import json
+    import runpy
+    import sys
+    import time
+    opts, program = _run_parse(argv)
+    torch, native = _run_install(opts)
+    sys.argv = program
+    sys.path.insert(0, os.path.dirname(os.path.abspath(program[0])))  # as `python3 PROGRAM.py` would
+    status, error = 0, None
+    t0 = time.perf_counter()
+    try:
+        runpy.run_path(program[0], run_name="__main__")
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException as e:  # noqa: BLE001 - an OOM is a result, written like the others
+        status, error = 1, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    result = _run_measure(torch, native, opts, time.perf_counter() - t0, status, error)
+    text = json.dumps(result, indent=1)
+    if opts["out"]:
+        with open(opts["out"], "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return status
+
+
+if __name__ == "__main__":
+    import sys as _sys
+    if len(_sys.argv) < 2 or _sys.argv[1] != "run":
+        print(RUN_USAGE, file=_sys.stderr)
+        raise SystemExit(2)
+    raise SystemExit(run_main(_sys.argv[2:]))

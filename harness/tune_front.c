@@ -1,0 +1,82 @@
+/* tune_front.c - the Pareto front of the searched candidates (smallest GPU,
+ * predicted allocator time per pass: lower is better in both) and the one
+ * recommendation for a budget and an objective. */
+#include "tune.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define TUNE_TIME_BUDGET 0.05 /* balanced: at most 5% above the recorded setting's time (harness/rank.c's 5%) */
+
+static const cmb_tune_set *sort_set;
+
+/* By smallest GPU, then time, then the order candidates were made (simpler first). */
+static int by_fit(const void *a, const void *b)
+{
+    const cmb_tune_cand *x = &sort_set->c[*(const int *)a], *y = &sort_set->c[*(const int *)b];
+    if (x->min_capacity != y->min_capacity)
+        return x->min_capacity < y->min_capacity ? -1 : 1;
+    double tx = isnan(x->time_s) ? 0 : x->time_s, ty = isnan(y->time_s) ? 0 : y->time_s;
+    if (tx != ty)
+        return tx < ty ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+int cmb_tune_front(const cmb_tune_set *s, int *front, int max)
+{
+    int *idx = malloc((size_t)(s->n ? s->n : 1) * sizeof *idx), n = 0, k = 0;
+    if (!idx)
+        return 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->c[i].searched && !s->c[i].failed && !s->c[i].dominated)
+            idx[n++] = i;
+    sort_set = s;
+    qsort(idx, (size_t)n, sizeof *idx, by_fit);
+    double best = INFINITY;
+    for (int j = 0; j < n && k < max; j++) {
+        double t = s->c[idx[j]].time_s;
+        if (k && !(isnan(t) ? 0 : t < best))
+            continue; /* a smaller GPU is no slower */
+        front[k++] = idx[j];
+        best = isnan(t) ? -INFINITY : t;
+    }
+    free(idx);
+    return k;
+}
+
+static int fits_budget(const cmb_tune_cand *c, uint64_t budget)
+{
+    return !budget || c->min_capacity <= budget;
+}
+
+/* memory: the smallest GPU within the budget; time: the fastest within it;
+ * balanced: the smallest GPU at no time cost against the recorded setting
+ * (at most 5% above its predicted time, as harness/rank.c's budget), else,
+ * when nothing that fast fits, the fastest that fits. Where nothing saves
+ * memory, the recorded setting itself. */
+int cmb_tune_recommend(const cmb_tune_set *s, const int *front, int n_front, uint64_t budget,
+                       cmb_tune_objective obj, int recorded)
+{
+    double recorded_time = s->c[recorded].time_s;
+    int smallest = -1, fastest = -1;
+    for (int j = 0; j < n_front; j++) { /* the front: GPU ascending, time descending */
+        const cmb_tune_cand *c = &s->c[front[j]];
+        if (!fits_budget(c, budget))
+            continue;
+        if (smallest < 0)
+            smallest = front[j];
+        fastest = front[j];
+    }
+    if (smallest < 0 || obj == CMB_TUNE_MEMORY)
+        return smallest;
+    if (obj == CMB_TUNE_TIME || isnan(s->c[fastest].time_s))
+        return obj == CMB_TUNE_TIME ? fastest : smallest;
+    double limit = recorded_time * (1 + TUNE_TIME_BUDGET);
+    for (int j = 0; !isnan(limit) && j < n_front; j++) {
+        const cmb_tune_cand *c = &s->c[front[j]];
+        if (fits_budget(c, budget) && c->time_s <= limit) /* no smaller GPU: keep the recorded setting */
+            return fits_budget(&s->c[recorded], budget) && s->c[recorded].min_capacity <= c->min_capacity
+                       ? recorded : front[j];
+    }
+    return fastest;
+}

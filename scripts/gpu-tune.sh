@@ -1,0 +1,165 @@
+#!/bin/sh
+# gpu-tune.sh - cumembench tune checked on a GPU (docs/tune.md, "Verified"):
+# for three real programs (the transformer, ResNet-50 and LLM-decode
+# workloads of scripts/time_model.py, the programs of the sample traces),
+#   1. snapshot in: the program runs under PyTorch's default allocator with
+#      its memory history recorded (python3 -m cumembench_alloc run native:
+#      --snapshot), and steps timed;
+#   2. setting out: `cumembench tune SNAPSHOT --budget B`, with B halfway
+#      between the smallest GPU any candidate fits and the smallest GPU the
+#      recorded setting needs (so below what the recorded setting needs);
+#   3. verified: the same program under the recommended setting on a GPU of
+#      B (PyTorch's memory fraction B/total, or the policy's capacity), under
+#      the recorded setting unlimited, and under the recorded setting on B
+#      (expected to run out of memory);
+# then tune.md: predicted against measured peak reserved and step time.
+#
+#   scripts/gpu-tune.sh OUT_DIR
+#
+# Uses .gpu-build/cumembench and .gpu-build/pluggable/libcmb_pluggable.so
+# (make build BUILD=.gpu-build CUDA_ARCHS=90-real) and the GPU's PyTorch and
+# torchvision; builds nothing. Each process runs under a 100-second limit and
+# no new one starts after CMB_TUNE_BUDGET seconds (default 420): about 8
+# minutes on an H100. OUT_DIR receives tune.md and tune.json (commit them
+# under results/<gpu>/tune/), each step's JSON and log, and the snapshots.
+# Exit status: 0 when every run finished as expected, 1 when one did not,
+# 2 bad usage.
+set -u
+[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/.gpu-build/cumembench"
+lib="$root/.gpu-build/pluggable/libcmb_pluggable.so"
+[ -x "$bin" ] || { echo "$0: $bin is missing (make build BUILD=.gpu-build)" >&2; exit 2; }
+[ -r "$lib" ] || { echo "$0: $lib is missing (make build BUILD=.gpu-build)" >&2; exit 2; }
+mkdir -p "$1" || exit 2
+out=$(cd "$1" && pwd)
+py=${CMB_PYTHON:-python3}
+"$py" -c "import torch, torchvision; assert torch.cuda.is_available()" 2>/dev/null ||
+    { echo "$0: needs PyTorch and torchvision with a GPU ($py)" >&2; exit 2; }
+export CMB_PLUGGABLE_LIB="$lib" PYTHONPATH="$root/python:$root/scripts${PYTHONPATH:+:$PYTHONPATH}"
+cd "$root" || exit 2
+budget=${CMB_TUNE_BUDGET:-420}
+rounds=${CMB_TUNE_ROUNDS:-2}
+start=$(date +%s)
+rc=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" >>"$out/gpu.txt" 2>&1
+
+left() { [ $(($(date +%s) - start)) -lt "$budget" ]; }
+
+# wrapped NAME SETTING CAPACITY WORKLOAD [--snapshot FILE]: the program under a setting
+wrapped() {
+    name=$1 setting=$2 cap=$3 wl=$4
+    shift 4
+    if ! left; then
+        echo "skipped: budget of $budget s spent" >"$out/$name.log"
+        return 1
+    fi
+    t0=$(date +%s)
+    set -- "$@" --out "$out/$name.json"
+    [ "$cap" = 0 ] || set -- "$@" --capacity "$cap"
+    timeout 100 "$py" -m cumembench_alloc run "$setting" "$@" -- scripts/time_model.py run --workload "$wl" \
+        --rounds "$rounds" --out "$out/$name.steps.json" >"$out/$name.log" 2>&1
+    s=$?
+    echo "$name: exit $s, $(($(date +%s) - t0)) s" | tee -a "$out/times.txt"
+    return $s
+}
+
+field() { "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+one() { # WORKLOAD
+    wl=$1
+    wrapped "$wl.record" native: 0 "$wl" --snapshot "$out/$wl.pickle" || { rc=1; return; }
+    t0=$(date +%s)
+    "$bin" tune "$out/$wl.pickle" --json >"$out/$wl.free.json" 2>"$out/$wl.free.log" || { rc=1; return; }
+    need=$(field "$out/$wl.free.json" 'd["recorded"]["min_capacity_bytes"]')
+    best=$(field "$out/$wl.free.json" 'd["front"][0]["min_capacity_bytes"]')
+    b=$(( (need + best) / 2 / 2097152 * 2097152 ))
+    [ "$b" -ge "$best" ] || b=$best
+    "$bin" tune "$out/$wl.pickle" --budget "$b" --json >"$out/$wl.tune.json" 2>"$out/$wl.tune.log" || { rc=1; return; }
+    "$bin" tune "$out/$wl.pickle" --budget "$b" >"$out/$wl.tune.txt" 2>/dev/null
+    echo "$wl.tune: budget $b B, $(($(date +%s) - t0)) s" | tee -a "$out/times.txt"
+    wrapped "$wl.recommended" "$(field "$out/$wl.tune.json" 'd["recommendation"]["run_setting"]')" "$b" "$wl" || rc=1
+    wrapped "$wl.recorded" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" 0 "$wl" || rc=1
+}
+
+for wl in transformer convnet llm-decode; do
+    one "$wl"
+done
+for wl in transformer convnet llm-decode; do # the recorded setting on the budget: out of memory expected
+    [ -r "$out/$wl.tune.json" ] || continue
+    wrapped "$wl.recorded-on-budget" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" \
+        "$(field "$out/$wl.tune.json" 'd["budget_bytes"]')" "$wl"
+done
+
+"$py" - "$out" <<'PY' || rc=1
+import json, os, statistics, sys
+out = sys.argv[1]
+
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except (OSError, ValueError):
+        return None
+
+def step_ms(steps):
+    if not steps or not steps.get("rounds"):
+        return None
+    return 1e3 * statistics.median(sum(r) / len(r) for r in steps["rounds"])
+
+gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
+rows, doc = [], {"gpu": gpu, "workloads": {}}
+for wl in ("transformer", "convnet", "llm-decode"):
+    t, rec, old, ob = (load(f"{wl}.{k}.json") for k in ("tune", "recommended", "recorded", "recorded-on-budget"))
+    srec, sold, srecord = (load(f"{wl}.{k}.steps.json") for k in ("recommended", "recorded", "record"))
+    if not t or not t.get("recommendation"):
+        rows.append(f"| {wl} | no recommendation (see {wl}.tune.log) | | | | | | |")
+        continue
+    steps_per_pass = (srecord or {}).get("steps", 0) * (1 + len((srecord or {}).get("rounds", [])))
+    onb = t["recommendation_on_budget"]
+    pred_peak = onb["peak_reserved_bytes"]
+    meas_peak = rec["peak_reserved_bytes"] if rec else None
+    t_old, t_new = t["recorded"]["predicted_alloc_time_per_pass_s"], onb["predicted_alloc_time_per_pass_s"]
+    d_pred = (t_new - t_old) * 1e3 / steps_per_pass if steps_per_pass and None not in (t_old, t_new) else None
+    m_old, m_new = step_ms(sold), step_ms(srec)
+    d_meas = m_new - m_old if None not in (m_old, m_new) else None
+    tol = max(0.25 * abs(d_meas), 1.0) if d_meas is not None else None
+    peak_err = 100.0 * (meas_peak - pred_peak) / pred_peak if meas_peak else None
+    ok_run = rec and rec["exit_status"] == 0 and not rec["error"] and not (srec or {}).get("error")
+    row = {"budget_bytes": t["budget_bytes"], "recorded": t["recorded"]["setting"],
+           "recorded_min_capacity_bytes": t["recorded"]["min_capacity_bytes"],
+           "recommended": t["recommendation"]["setting"], "paste": t["recommendation"]["paste"],
+           "recommended_min_capacity_bytes": t["recommendation"]["min_capacity_bytes"],
+           "predicted_peak_reserved_bytes": pred_peak, "measured_peak_reserved_bytes": meas_peak,
+           "peak_error_pct": peak_err, "ran_without_oom": bool(ok_run),
+           "recorded_step_ms": m_old, "recommended_step_ms": m_new, "measured_delta_ms": d_meas,
+           "predicted_delta_ms": d_pred, "tolerance_ms": tol, "steps_per_pass": steps_per_pass,
+           "recorded_on_budget": ob and {"exit_status": ob["exit_status"], "error": ob["error"]}}
+    doc["workloads"][wl] = row
+    fmt = lambda v, f="%.2f": "-" if v is None else f % v
+    within = "-" if None in (d_pred, d_meas) else ("yes" if abs(d_pred - d_meas) <= tol else "**no**")
+    rows.append(f"| {wl} | {t['budget_bytes'] / 2**30:.3f} | `{t['recorded']['setting']}` "
+                f"{t['recorded']['min_capacity_bytes'] / 2**30:.3f} | `{t['recommendation']['setting']}` "
+                f"{t['recommendation']['min_capacity_bytes'] / 2**30:.3f} | {'yes' if ok_run else '**no**'} | "
+                f"{pred_peak / 2**20:.1f} / {fmt(meas_peak and meas_peak / 2**20, '%.1f')} ({fmt(peak_err, '%+.2f%%')}) | "
+                f"{fmt(m_old)} / {fmt(m_new)} | {fmt(d_pred)} / {fmt(d_meas)} ({within}) | "
+                f"{'OOM' if ob and ob['exit_status'] else ('ran' if ob else '-')} |")
+with open(os.path.join(out, "tune.json"), "w") as f:
+    json.dump(doc, f, indent=1)
+with open(os.path.join(out, "tune.md"), "w") as f:
+    f.write("# cumembench tune on a GPU: predicted against measured\n\n")
+    f.write("GPU: " + "; ".join(gpu) + ". Made by `scripts/gpu-tune.sh`. Each program recorded under PyTorch's "
+            "default, tuned under a budget (GiB) halfway between the smallest GPU any candidate fits and the "
+            "one the recorded setting needs, then run under the recommendation capped at the budget. Peak "
+            "reserved: predicted by the replay on a GPU of the budget / measured. Step: the median over rounds "
+            "of the mean step, recorded setting (no cap) / recommended (capped). Δ step: predicted (the cost "
+            "file's allocator time per pass on the budget minus the recorded setting's, per step) / measured; "
+            "within max(25%, 1 ms).\n\n")
+    f.write("| program | budget GiB | recorded, smallest GPU GiB | recommended, smallest GPU GiB | ran, no OOM | "
+            "peak reserved MiB pred / meas | step ms recorded / recommended | Δ step ms pred / meas | "
+            "recorded on the budget |\n|---|---|---|---|---|---|---|---|---|\n")
+    f.write("\n".join(rows) + "\n")
+print(open(os.path.join(out, "tune.md")).read())
+PY
+echo "gpu-tune: $(($(date +%s) - start)) s; results in $out (exit $rc)"
+exit $rc
