@@ -141,10 +141,11 @@
 /* cached pages allowed above the peak need: fixed on the transformer and MLP
  * sample traces (peak held 1.009 and 1.010 x requested; docs/cmb.md) */
 #define CMB_SLACK_DEFAULT 0.005
-/* pages per handle (one map call): 8 MiB with 2 MiB pages. Fixed on the sample
- * traces (results/sim/cmb-steady/after): 2 held 1.0087 on the transformer
- * with 278 calls a pass after the first, 4 held 1.0112 with 140, 16 held
- * 1.0196 with 56 */
+/* pages per handle (one map call): 8 MiB with 2 MiB pages. The fewest calls
+ * that keep every PyTorch sample trace within 1.015 x requested in one pass
+ * (results/sim/cmb-steady/chunk-sweep): the transformer holds 1.0112 with
+ * 139.9 upstream calls a pass after the first; 2 holds 1.0096 with 272.0,
+ * 16 holds 1.0196 with 56.3 */
 #define CMB_CHUNK_DEFAULT "4"
 /* fast bins per stream (direct-mapped by size) and blocks per bin */
 #define CMB_NBINS 64
@@ -903,17 +904,6 @@ static void whole_handles(const arena *ar, uint64_t r0, uint64_t r1, uint64_t *u
     *u1 = hi > lo ? hi : lo;
 }
 
-/* Pages of free block b that whole handles cover: what reclaim can take. */
-static uint64_t unmappable(const cmbx *a, const blk *b)
-{
-    const arena *ar = b->ar;
-    uint64_t i0 = (b->ptr - ar->base + a->page - 1) >> a->shift, i1 = (blk_end(b) - ar->base) >> a->shift, u0, u1;
-    if (i1 <= i0)
-        return 0;
-    whole_handles(ar, i0, i1, &u0, &u1);
-    return u1 - u0;
-}
-
 /* Unmaps whole handles of ordered free block b's cached pages, at least
  * `want` pages where it has them (from the end that touches a hole, else
  * from its top); *got is how many. b is split into a free front, the new
@@ -999,7 +989,11 @@ static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
         for (cmb_rbnode *n = cmb_rb_lower_bound(&a->heaps[hp].free, &key, size_keycmp); n && sum < want - done;
              n = cmb_rb_next(n)) {
             blk *b = BLK(n);
-            uint64_t in = unmappable(a, b);
+            /* by inner pages, not by whole handles: counting only whole
+             * handles reached further and unmapped more of the large runs:
+             * results/sim/cmb-steady/chunk-sweep-by-whole-handles against
+             * chunk-sweep */
+            uint64_t in = inner_pages(a, b->ptr, blk_end(b));
             if (!in || (keep && (b == keep->prev || b == keep->next)))
                 continue;
             if (n_cand == cap) {
