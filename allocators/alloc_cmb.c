@@ -30,19 +30,31 @@
  *    c10/cuda/CUDACachingAllocator.cpp, v2.11); the block goes where the
  *    fewest new pages must be mapped (left-aligned on the free block before
  *    the hole, or right-aligned on the one after it), ties to the tightest
- *    span. Only those pages are mapped, one upstream call each.
+ *    span. Only those pages are mapped.
+ *  - Handles: a growth maps the pages its block covers wholly as handles of
+ *    at most `chunk` pages (one upstream map call each: cuMemCreate + cuMemMap
+ *    + cuMemSetAccess of one handle on vmm), and a page it shares with a
+ *    neighbour at either end as a handle of its own, so the block's interior
+ *    can go once it is freed while the neighbour keeps the boundary page.
+ *    Only whole handles are unmapped (the driver cannot unmap part of one),
+ *    back to back in one call. Larger handles mean fewer calls but coarser
+ *    reclaim: a live block placed over part of a cached handle pins all of
+ *    it (chunk=1 is one page per handle, the finest).
  *  - Budget, the unmapping policy: before mapping n pages, if the pages held
  *    would exceed (1 + slack) x the high-water mark of needed pages
  *    (including this request), cached pages elsewhere are unmapped first,
  *    smallest free blocks first so large cached runs survive; a page whose
  *    free may still be in use by queued work waits for its stream first
- *    (below), so the choice never depends on how far the device lags. Physical
+ *    (below), so the choice never depends on how far the device lags; only
+ *    whole handles inside free blocks are candidates. Physical
  *    memory thus moves from scattered free fragments to the place a new
  *    block needs it: GMLake's virtual memory stitching (Guo et al.,
  *    ASPLOS'24, arXiv:2401.08156; github.com/intelligent-machine-learning/glake)
  *    done through this suite's upstream, which has no handle reuse, so a
  *    stitched page is an unmap here and a map there (cuMemRelease +
  *    cuMemCreate on vmm) and the physical footprint never grows for it.
+ *    When no whole handle is cached, the growth goes over the budget
+ *    (over_budget counts it).
  *  - Out of memory (the upstream refuses a page, or mem_info says a growth
  *    of 32 pages or more cannot fit): every stream with unordered frees is
  *    synchronized, every cached page is unmapped, and the request is tried
@@ -77,13 +89,15 @@
  *
  * Bounds
  *  - peak reserved <= (1 + slack) x peak needed pages x page, except where
- *    the only cached pages border the hole a block grows into, or a stream
- *    could not be synchronized (over_budget counts it). needed <= sum over live blocks of the pages each touches, at
+ *    the only cached pages border the hole a block grows into, lie in
+ *    handles a live block pins (chunk > 1), or a stream could not be
+ *    synchronized (over_budget counts each). needed <= sum over live blocks of the pages each touches, at
  *    most ceil(size / page) + 1 per block, and shared boundary pages make it
  *    close to requested / page for packed blocks.
  *  - a fast-bin hit: O(1), one hash lookup on free; a tree hit: O(log n) and
- *    at most 64 skipped blocks of other streams; growth: O(holes) plus one
- *    upstream call per page mapped or unmapped, none on a cache hit, and a
+ *    at most 64 skipped blocks of other streams; growth: O(holes) plus at
+ *    most 2 + ceil(pages / chunk) map calls and one unmap call per cached
+ *    run it takes pages from, none on a cache hit, and a
  *    stream synchronization per stream whose pages it unmaps before they
  *    are known complete (71 over the 24 steps of the transformer sample
  *    trace, where the shapes change every 3 steps; 8 in a pass replayed again).
@@ -101,7 +115,8 @@
  * Options: slack (real in [0, 1], default 0.005), small_max (size, default
  * 1 MiB), fast_bins (bool, default true), page (size: the unit mapped per
  * upstream call, a power of two from the upstream's granularity; default the
- * granularity). See docs/cmb.md.
+ * granularity), chunk (pages per handle, default 4: 8 MiB handles with 2 MiB
+ * pages; 0 = a whole growth in one handle). See docs/cmb.md.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -126,6 +141,12 @@
 /* cached pages allowed above the peak need: fixed on the transformer and MLP
  * sample traces (peak held 1.009 and 1.010 x requested; docs/cmb.md) */
 #define CMB_SLACK_DEFAULT 0.005
+/* pages per handle (one map call): 8 MiB with 2 MiB pages. The fewest calls
+ * that keep every PyTorch sample trace within 1.015 x requested in one pass
+ * (results/sim/cmb-steady/chunk-sweep): the transformer holds 1.0112 with
+ * 139.9 upstream calls a pass after the first; 2 holds 1.0096 with 272.0,
+ * 16 holds 1.0196 with 56.3 */
+#define CMB_CHUNK_DEFAULT "4"
 /* fast bins per stream (direct-mapped by size) and blocks per bin */
 #define CMB_NBINS 64
 #define CMB_BIN_DEPTH 4
@@ -203,8 +224,8 @@ typedef struct cmb_cmb_counters {
     uint64_t bin_hits;        /* allocations served by a fast bin            */
     uint64_t tree_hits;       /* allocations served by a free block          */
     uint64_t grows;           /* allocations that mapped pages               */
-    uint64_t map_calls;       /* upstream map calls (one page each)          */
-    uint64_t unmap_calls;     /* upstream unmap calls (one page each)        */
+    uint64_t map_calls;       /* upstream map calls (one handle each)        */
+    uint64_t unmap_calls;     /* upstream unmap calls (whole handles)        */
     uint64_t budget_unmaps;   /* pages unmapped to stay within the budget    */
     uint64_t over_budget;     /* growths that found too few ordered pages    */
     uint64_t events;          /* event records and re-records                */
@@ -222,6 +243,7 @@ typedef struct cmbx {
     unsigned shift;           /* log2(page) */
     uint64_t small_max;
     double slack;
+    uint64_t chunk_pages;     /* the most pages one handle (map call) holds */
     int use_bins;
     heap heaps[N_HEAPS];
     sstream **streams;
@@ -284,46 +306,75 @@ static void note_need(cmbx *a)
         a->hwm_pages = n;
 }
 
-/* Maps pages [first, first + n) of ar, one upstream call each; all or none. */
-static cmb_status map_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n)
+/* ar->mapped[p]: 0 not mapped; PG_MAPPED; PG_MAPPED | PG_START on the first
+ * page of a handle (one upstream map call). A handle runs from its start to
+ * the next start or unmapped page; only whole handles are ever unmapped (the
+ * driver cannot unmap part of one). */
+#define PG_MAPPED 1u
+#define PG_START 2u
+
+static inline int pg_start(const arena *ar, uint64_t p)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t p = first + i;
-        cmb_assert_internal(p < ar->pages && !ar->mapped[p]);
-        cmb_status s = cmb_up_map(a->up, (void *)(ar->base + (p << a->shift)), a->page);
-        if (s != CMB_OK) {
-            while (i-- > 0) {
-                p = first + i;
-                if (cmb_up_unmap(a->up, (void *)(ar->base + (p << a->shift)), a->page) == CMB_OK) {
-                    ar->mapped[p] = 0;
-                    a->mapped_pages--;
-                    a->ctr.unmap_calls++;
-                    a->st.upstream_frees++;
-                }
-            }
-            return s;
-        }
-        ar->mapped[p] = 1;
-        a->mapped_pages++;
-        a->ctr.map_calls++;
-        a->st.upstream_allocs++;
+    return p >= ar->pages || ar->mapped[p] != PG_MAPPED; /* a start, unmapped, or the end */
+}
+
+/* Maps pages [first, first + n) of ar as one handle: one upstream call. */
+static cmb_status map_handle(cmbx *a, arena *ar, uint64_t first, uint64_t n)
+{
+    cmb_assert_internal(n && first + n <= ar->pages);
+    cmb_status s = cmb_up_map(a->up, (void *)(ar->base + (first << a->shift)), n << a->shift);
+    if (s != CMB_OK)
+        return s;
+    ar->mapped[first] = PG_MAPPED | PG_START;
+    for (uint64_t p = first + 1; p < first + n; p++) {
+        cmb_assert_internal(!ar->mapped[p]);
+        ar->mapped[p] = PG_MAPPED;
     }
+    a->mapped_pages += n;
+    a->ctr.map_calls++;
+    a->st.upstream_allocs++;
     return CMB_OK;
 }
 
-/* Unmaps pages [first, first + n) in order; *done is how many went. */
-static cmb_status unmap_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n, uint64_t *done)
+/* Unmaps pages [first, first + n), whole handles back to back: one call. */
+static cmb_status unmap_handles(cmbx *a, arena *ar, uint64_t first, uint64_t n)
 {
-    for (*done = 0; *done < n; (*done)++) {
-        uint64_t p = first + *done;
-        cmb_assert_internal(ar->mapped[p]);
-        cmb_status s = cmb_up_unmap(a->up, (void *)(ar->base + (p << a->shift)), a->page);
-        if (s != CMB_OK)
-            return s;
-        ar->mapped[p] = 0;
-        a->mapped_pages--;
-        a->ctr.unmap_calls++;
-        a->st.upstream_frees++;
+    cmb_assert_internal(n && ar->mapped[first] == (PG_MAPPED | PG_START) && pg_start(ar, first + n));
+    cmb_status s = cmb_up_unmap(a->up, (void *)(ar->base + (first << a->shift)), n << a->shift);
+    if (s != CMB_OK)
+        return s;
+    memset(ar->mapped + first, 0, n);
+    a->mapped_pages -= n;
+    a->ctr.unmap_calls++;
+    a->st.upstream_frees++;
+    return CMB_OK;
+}
+
+/* Maps pages [first, first + n) of ar under a block [blo, bhi): the pages the
+ * block covers wholly as one handle, and a page it shares with a neighbour
+ * (at either end) as a handle of its own, so the block's interior can be
+ * unmapped once it is freed while a neighbour still holds the boundary page.
+ * At most three upstream calls; all or none. */
+static cmb_status map_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n, uintptr_t blo, uintptr_t bhi)
+{
+    uint64_t cut[4], k = 0, end = first + n;
+    cut[k++] = first;
+    if (n > 1 && blo > ar->base + (first << a->shift))
+        cut[k++] = first + 1;
+    if (end - cut[k - 1] > 1 && bhi < ar->base + (end << a->shift))
+        cut[k++] = end - 1;
+    cut[k] = end;
+    uint64_t chunk = a->chunk_pages;
+    for (uint64_t i = 0; i < k; i++) {
+        for (uint64_t at = cut[i], len; at < cut[i + 1]; at += len) {
+            len = cut[i + 1] - at < chunk ? cut[i + 1] - at : chunk;
+            cmb_status s = map_handle(a, ar, at, len);
+            if (s != CMB_OK) {
+                if (at > first)
+                    unmap_handles(a, ar, first, at - first);
+                return s;
+            }
+        }
     }
     return CMB_OK;
 }
@@ -840,27 +891,56 @@ static int choose_place(cmbx *a, int hp, uint64_t s, sstream *ss, place *best)
 
 /* --- reclaim: unmapping cached pages ------------------------------------------------- */
 
-/* Unmaps up to `want` cached pages of ordered free block b (at the end that
- * touches a hole, else at its top); *got is how many. b is split into a free
- * front, the new hole (merged with neighbouring holes) and a free back. */
+/* The whole handles inside cached pages [r0, r1) of ar (arena-relative):
+ * [*u0, *u1), empty when a handle crosses every candidate. */
+static void whole_handles(const arena *ar, uint64_t r0, uint64_t r1, uint64_t *u0, uint64_t *u1)
+{
+    uint64_t lo = r0, hi = r1;
+    while (lo < r1 && ar->mapped[lo] != (PG_MAPPED | PG_START))
+        lo++;
+    while (hi > lo && !pg_start(ar, hi))
+        hi--;
+    *u0 = lo;
+    *u1 = hi > lo ? hi : lo;
+}
+
+/* Unmaps whole handles of ordered free block b's cached pages, at least
+ * `want` pages where it has them (from the end that touches a hole, else
+ * from its top); *got is how many. b is split into a free front, the new
+ * hole (merged with neighbouring holes) and a free back. */
 static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, uint64_t *got)
 {
-    uint64_t i0 = (b->ptr + a->page - 1) >> a->shift, i1 = blk_end(b) >> a->shift;
-    uint64_t n = i1 - i0 < want ? i1 - i0 : want;
-    int low = b->prev && b->prev->state == B_HOLE && (i0 << a->shift) == b->ptr;
-    uint64_t u0 = low ? i0 : i1 - n;
+    arena *ar = b->ar;
+    uint64_t i0 = (b->ptr - ar->base + a->page - 1) >> a->shift, i1 = (blk_end(b) - ar->base) >> a->shift;
+    uint64_t u0, u1;
     *got = 0;
-    if (!n)
+    if (i1 <= i0)
         return CMB_OK;
+    whole_handles(ar, i0, i1, &u0, &u1);
+    if (u1 == u0)
+        return CMB_OK;
+    int low = b->prev && b->prev->state == B_HOLE && ar->base + (i0 << a->shift) == b->ptr && u0 == i0;
+    if (low) {
+        uint64_t e = u0 + 1;
+        while (e < u1 && (e - u0 < want || !pg_start(ar, e)))
+            e++;
+        u1 = e;
+    } else {
+        uint64_t f = u1 - 1;
+        while (f > u0 && (u1 - f < want || ar->mapped[f] != (PG_MAPPED | PG_START)))
+            f--;
+        u0 = f;
+    }
+    uint64_t n = u1 - u0;
     blk *front = cmb_objpool_get(&a->pool), *back = cmb_objpool_get(&a->pool);
     if (!front || !back) {
         if (front)
             cmb_objpool_put(&a->pool, front);
         return CMB_ERR_HOST_NOMEM;
     }
-    arena *ar = b->ar;
-    uintptr_t lo = (uintptr_t)u0 << a->shift, end = blk_end(b);
-    cmb_status st = unmap_pages(a, ar, (lo - ar->base) >> a->shift, n, got);
+    uintptr_t lo = ar->base + (u0 << a->shift), end = blk_end(b);
+    cmb_status st = unmap_handles(a, ar, u0, n);
+    *got = st == CMB_OK ? n : 0;
     uintptr_t hi = lo + (*got << a->shift);
     free_erase(a, b);
     if (*got && lo > b->ptr) {
@@ -909,6 +989,10 @@ static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
         for (cmb_rbnode *n = cmb_rb_lower_bound(&a->heaps[hp].free, &key, size_keycmp); n && sum < want - done;
              n = cmb_rb_next(n)) {
             blk *b = BLK(n);
+            /* by inner pages, not by whole handles: counting only whole
+             * handles reached further and unmapped more of the large runs:
+             * results/sim/cmb-steady/chunk-sweep-by-whole-handles against
+             * chunk-sweep */
             uint64_t in = inner_pages(a, b->ptr, blk_end(b));
             if (!in || (keep && (b == keep->prev || b == keep->next)))
                 continue;
@@ -982,7 +1066,8 @@ static cmb_status grow_at(cmbx *a, const place *p, uint64_t s, size_t size, sstr
 
     if (p->n < hp && !(piece = cmb_objpool_get(&a->pool)))
         return CMB_ERR_HOST_NOMEM;
-    if ((st = map_pages(a, h->ar, p->first, p->n)) != CMB_OK) {
+    uintptr_t blo = p->from_right ? blk_end(p->right) - s : (p->left ? p->left->ptr : h->ptr);
+    if ((st = map_pages(a, h->ar, p->first, p->n, blo, blo + s)) != CMB_OK) {
         if (piece)
             cmb_objpool_put(&a->pool, piece);
         return st;
@@ -1294,12 +1379,15 @@ static cmb_status cmb_destroy(void *state)
         for (size_t i = 0; i < h->n_arenas; i++) {
             arena *ar = h->arenas[i];
             for (uint64_t p = 0; p < ar->pages; p++) {
-                uint64_t done;
+                uint64_t e = p + 1;
                 if (!ar->mapped[p])
                     continue;
-                cmb_status st = unmap_pages(a, ar, p, 1, &done);
+                while (!pg_start(ar, e))
+                    e++;
+                cmb_status st = unmap_handles(a, ar, p, e - p);
                 if (st != CMB_OK && first == CMB_OK)
                     first = st;
+                p = e - 1;
             }
             cmb_status st = cmb_up_va_release(a->up, ar->res_va, ar->res_size);
             if (st != CMB_OK && first == CMB_OK)
@@ -1341,7 +1429,7 @@ static void validate_arena(cmbx *a, const arena *ar, uint64_t *count)
         cmb_assert_internal(!b->next || b->next->prev == b);
         uint64_t p0 = (b->ptr - ar->base) >> a->shift, p1 = (blk_end(b) - ar->base + a->page - 1) >> a->shift;
         for (uint64_t p = p0; p < p1; p++)
-            cmb_assert_internal(ar->mapped[p] == (b->state != B_HOLE));
+            cmb_assert_internal((ar->mapped[p] & PG_MAPPED) == (b->state != B_HOLE));
         switch (b->state) {
         case B_HOLE:
             cmb_assert_internal(b->ptr % a->page == 0 && b->size % a->page == 0);
@@ -1365,8 +1453,11 @@ static void validate_arena(cmbx *a, const arena *ar, uint64_t *count)
         at += b->size;
     }
     cmb_assert_internal(at == ar->base + ar->size);
-    for (uint64_t p = 0; p < ar->pages; p++)
-        count[6] += ar->mapped[p];
+    for (uint64_t p = 0; p < ar->pages; p++) {
+        /* every handle begins with a start: no continuation after a hole */
+        cmb_assert_internal(ar->mapped[p] != PG_MAPPED || (p && ar->mapped[p - 1]));
+        count[6] += ar->mapped[p] & PG_MAPPED;
+    }
 }
 
 static void validate(cmbx *a)
@@ -1418,6 +1509,8 @@ static const cmb_option_decl cmb_options_decl[] = {
     CMB_OPTION_EX("page", CMB_OPT_SIZE, "(the upstream's granularity)", "0", "16GiB", "B",
                   "the unit mapped per upstream call: a power of two from the granularity to 16 GiB", NULL,
                   CMB_OPT_POW2, NULL),
+    CMB_OPTION("chunk", CMB_OPT_INT, CMB_CHUNK_DEFAULT, "0", "1048576", "pages",
+               "the most pages one map call (one physical handle) covers; 0: a whole growth in one"),
     CMB_OPTION_END};
 
 static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **state)
@@ -1430,6 +1523,7 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     uint64_t small_max = cmb_opt_size(&o, "small_max");
     int bins = cmb_opt_bool(&o, "fast_bins");
     uint64_t page = cmb_opt_size(&o, "page");
+    uint64_t chunk = (uint64_t)cmb_opt_int(&o, "chunk");
     if (!(slack >= 0 && slack <= 1)) {
         snprintf(cfg->error, cfg->error_len, "cmb: slack must be in [0, 1] (a share of the peak need)");
         return CMB_ERR_INVALID;
@@ -1477,6 +1571,7 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     a->shift = (unsigned)__builtin_ctzll(page);
     a->small_max = small_max;
     a->slack = slack;
+    a->chunk_pages = chunk ? chunk : UINT64_MAX;
     a->use_bins = bins;
     for (int hp = 0; hp < N_HEAPS; hp++) {
         cmb_rb_init(&a->heaps[hp].free);
@@ -1492,8 +1587,8 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
 const cmb_allocator_methods cmb_cmb_methods = {
     .abi_version = CMB_ALLOCATOR_ABI_VERSION,
     .name = "cmb",
-    .summary = "the suite's own: byte-packed VA, 2 MiB pages mapped on demand, unmapped to a budget (stitching), "
-               "fast bins, stream-ordered reuse",
+    .summary = "the suite's own: byte-packed VA, pages mapped on demand in handles of up to 4, whole handles "
+               "unmapped to a budget (stitching), fast bins, stream-ordered reuse",
     .flags = CMB_ALLOC_USES_UPSTREAM | CMB_ALLOC_NEEDS_VMM,
     .create = cmb_create,
     .allocate = cmb_allocate,

@@ -4,7 +4,9 @@ scripts/gpu-cmb-steady.sh: per sample trace and allocator, at passes=1 and
 passes=100, reserved/requested (peaks), the smallest device (sim), upstream
 calls (upstream_allocs + upstream_frees), driver calls (driver_calls), and
 the calls each pass after the first costs ((passes=100 - passes=1) / 99);
-then churn's checkerboard capacity_ratio. Medians over repetitions."""
+then churn's checkerboard capacity_ratio; then issue 26's goals for cmb,
+checked on every PyTorch sample trace (torch_*) against torch-expandable.
+Medians over repetitions."""
 import csv
 import os
 import statistics
@@ -41,6 +43,58 @@ def med(cell, m):
     return statistics.median(v) if v else None
 
 
+def ratio(c):
+    r, q = med(c, "peak_reserved_bytes"), med(c, "peak_requested_bytes")
+    return r / q if r and q else None
+
+
+def calls(c):
+    a, f = med(c, "upstream_allocs"), med(c, "upstream_frees")
+    return None if a is None or f is None else a + f
+
+
+def mib(c):
+    m = med(c, "min_capacity_bytes")
+    return None if m is None else m / 2**20
+
+
+def per(a, b):
+    return None if a is None or b is None else (b - a) / 99
+
+
+def goals(rows, out):
+    """Issue 26's goals for cmb on the PyTorch sample traces: one line per
+    goal and trace, the measured values and met / NOT met."""
+    out.append("\n| goal (issue 26) | trace | cmb | torch-expandable | met |")
+    out.append("|---|---|---|---|---|")
+    traces = sorted({t for (t, label) in rows if t.startswith("torch_") and label == "cmb"})
+    n_met = n_all = 0
+    for t in traces:
+        c, e = rows[(t, "cmb")], rows.get((t, "torch-expandable"), {})
+        c1, c100, e1, e100 = c.get("1", {}), c.get("100", {}), e.get("1", {}), e.get("100", {})
+        # the call goal names four workloads: none for the others (serving)
+        lim = 50 if t.startswith("torch_transformer") else (
+            0 if t.startswith(("torch_convnet", "torch_mlp", "torch_llm_decode")) else None)
+        checks = [
+            ("reserved/requested, 1 pass <= 1.015", ratio(c1), ratio(e1), lambda v, x: v <= 1.015, ".4f"),
+            ("reserved/requested, 100 passes <= 1.02", ratio(c100), ratio(e100), lambda v, x: v <= 1.02, ".4f"),
+            ("smallest device MiB <= torch-expandable's", mib(c1), mib(e1), lambda v, x: x is not None and v <= x, ".0f"),
+            (f"upstream calls per pass after the first <= {lim}", per(calls(c1), calls(c100)),
+             per(calls(e1), calls(e100)), lambda v, x: v <= lim, ".1f"),
+            ("driver calls, 100 passes <= 2 x torch-expandable's", med(c100, "driver_calls"),
+             med(e100, "driver_calls"), lambda v, x: x is not None and v <= 2 * x, ".0f"),
+        ]
+        for name, v, x, ok, fmt in checks:
+            if v is None or (lim is None and name.startswith("upstream calls per pass")):
+                continue
+            met = ok(v, x)
+            n_met += met
+            n_all += 1
+            xs = "—" if x is None else format(x, fmt)
+            out.append(f"| {name} | {t} | {format(v, fmt)} | {xs} | {'met' if met else 'NOT met'} |")
+    out.append(f"\n{n_met} of {n_all} checks met.")
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit("usage: cmb_steady_table.py REPLAY_CSV [CHURN_CSV]")
@@ -56,12 +110,6 @@ def main():
     for (trace, label) in sorted(rows):
         by = rows[(trace, label)]
         one, hun = by.get("1", {}), by.get("100", {})
-        ratio = lambda c: (med(c, "peak_reserved_bytes") / med(c, "peak_requested_bytes")  # noqa: E731
-                           if med(c, "peak_reserved_bytes") and med(c, "peak_requested_bytes") else None)
-        calls = lambda c: (med(c, "upstream_allocs") + med(c, "upstream_frees")  # noqa: E731
-                           if med(c, "upstream_allocs") is not None and med(c, "upstream_frees") is not None else None)
-        mib = lambda c: None if med(c, "min_capacity_bytes") is None else med(c, "min_capacity_bytes") / 2**20  # noqa
-        per = lambda a, b: None if a is None or b is None else (b - a) / 99  # noqa: E731
         print(f"| {trace} | {label} | {f(ratio(one), '.4f')} | {f(ratio(hun), '.4f')} | {f(mib(one), '.0f')} "
               f"| {f(mib(hun), '.0f')} | {f(calls(one), '.0f')} | {f(calls(hun), '.0f')} "
               f"| {f(per(calls(one), calls(hun)), '.1f')} | {f(med(one, 'driver_calls'), '.0f')} "
@@ -74,6 +122,9 @@ def main():
         for (label, params), cell in sorted(churn.items()):
             r, q = med(cell, "churn_peak_reserved_bytes"), med(cell, "churn_peak_requested_bytes")
             print(f"| {label} | max_size={param(params, 'max_size')} | {f(med(cell, 'capacity_ratio'), '.4f')} | {f(r / q if r and q else None, '.4f')} |")
+    g = []
+    goals(rows, g)
+    print("\n".join(g))
     for line in failed:
         print(f"\nfailed: {line}")
     return 1 if failed else 0

@@ -17,7 +17,10 @@ before is a "repeat" step, the first of a shape a "new-shape" step):
                shapes;
   convnet      ResNet-50 (torchvision) trained with SGD and momentum at 6
                image sizes, cycled (batch 32); without torchvision, a plain
-               12-layer convnet of the same pattern.
+               12-layer convnet of the same pattern;
+  llm_decode   scripts/record_torch_workload.py's llm-decode: a 6-layer fp16
+               decoder serving its 12 requests (prompt and generation lengths
+               vary), one request a step, cycled.
 Each step is timed between torch.cuda.synchronize() calls. RUN.json holds
 the step times with each step's shape and whether it repeats one, the peak
 reserved and requested bytes (the library's counters, or
@@ -118,7 +121,33 @@ def convnet_program(torch):
     return step
 
 
-PROGRAMS = {"transformer": transformer_program, "gpt": gpt_program, "convnet": convnet_program}
+def llm_decode_program(torch):
+    """scripts/record_torch_workload.py's llm-decode (the recorded
+    torch_llm_decode trace): one step is one request, prefill then
+    token-by-token decoding with a KV cache grown by torch.cat."""
+    import record_torch_workload as rw
+    torch.manual_seed(0)
+    vocab, d, layers = 32000, 2048, 6
+    emb = torch.nn.Embedding(vocab, d).to("cuda", torch.float16)
+    blocks = torch.nn.ModuleList(rw.DecoderBlock(d, 16) for _ in range(layers)).to("cuda", torch.float16)
+    head = torch.nn.Linear(d, vocab).to("cuda", torch.float16)
+
+    def step(i):
+        prompt, gen = rw.REQUESTS[i % len(rw.REQUESTS)]
+        with torch.inference_mode():
+            tokens = torch.randint(0, vocab, (8, prompt), device="cuda")
+            x, caches = emb(tokens), [None] * layers
+            for _ in range(gen):
+                for j, blk in enumerate(blocks):
+                    x, caches[j] = blk(x, caches[j])
+                x = emb(head(x[:, -1:]).argmax(-1))
+            del tokens, x, caches
+        return f"p{prompt}g{gen}"
+    return step
+
+
+PROGRAMS = {"transformer": transformer_program, "gpt": gpt_program, "convnet": convnet_program,
+            "llm_decode": llm_decode_program}
 
 
 def run(args):
@@ -165,33 +194,48 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def spread(xs):
+    return "—" if not xs else f"{med(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
+
+
 def table(args):
-    """Per program and mode: median step time over every run's steps after
-    the first cycle of shapes (warm-up), of repeat steps and of new-shape
-    steps, peak reserved; cmb's ratio to native expandable segments."""
+    """Per program and mode, over runs: the median step time of each run
+    after its first cycle of shapes (warm-up: the steps before the first
+    repeated shape), of its repeat-shape steps and of its new-shape steps
+    (step 0 excluded); the median of the runs' medians with their range
+    [min-max]; peak reserved; cmb's ratio to native expandable segments
+    (median of run medians, steady steps)."""
     runs = {}
     for path in sorted(glob.glob(os.path.join(args.work, "*.json"))):
         r = json.load(open(path))
         key = (r["program"], os.path.basename(path).rsplit("-", 1)[0].split("-", 1)[1])
         runs.setdefault(key, []).append(r)
-    lines = ["| program | mode | runs | failed | median step ms (steady) | repeat-shape ms | new-shape ms (after warm-up) "
-             "| peak reserved B | vs native expandable (steady) |", "|---|---|---|---|---|---|---|---|---|"]
-    base = {}
-    rows = []
+    lines = ["| program | mode | runs | failed | steady step ms, median [min-max] of runs | repeat-shape ms "
+             "| new-shape ms | every step ms | peak reserved B | vs native expandable (steady) "
+             "| new-shape vs native expandable |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    base, rows = {}, []
     for (prog, mode), rs in sorted(runs.items()):
-        warm = 12
-        steady = [s["ms"] for r in rs for s in r["steps"][warm:]]
-        rep = [s["ms"] for r in rs for s in r["steps"][warm:] if s["repeat"]]
-        new = [s["ms"] for r in rs for s in r["steps"] if not s["repeat"] and s["i"] >= 1]
-        failed = sum(1 for r in rs if r["error"])
+        ok = [r for r in rs if not r["error"] and r["steps"]]
+        per = {"steady": [], "rep": [], "new": [], "all": []}
+        for r in ok:
+            warm = next((s["i"] for s in r["steps"] if s["repeat"]), len(r["steps"]))
+            pick = {"steady": [s["ms"] for s in r["steps"][warm:]],
+                    "rep": [s["ms"] for s in r["steps"] if s["repeat"]],
+                    "new": [s["ms"] for s in r["steps"] if not s["repeat"] and s["i"] >= 1],
+                    "all": [s["ms"] for s in r["steps"][1:]]}
+            for k, v in pick.items():
+                if v:
+                    per[k].append(med(v))
         peak = max((r.get("reserved_peak") or 0) for r in rs)
         if mode == "native-expandable":
-            base[prog] = med(steady)
-        rows.append((prog, mode, len(rs), failed, med(steady), med(rep), med(new), peak))
-    for prog, mode, n, failed, st, rep, new, peak in rows:
-        ratio = f"{st / base[prog]:.3f}" if st and base.get(prog) else "—"
-        f = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
-        lines.append(f"| {prog} | {mode} | {n} | {failed} | {f(st)} | {f(rep)} | {f(new)} | {peak} | {ratio} |")
+            base[prog] = (med(per["steady"]), med(per["new"]))
+        rows.append((prog, mode, len(rs), len(rs) - len(ok), per, peak))
+    for prog, mode, n, failed, per, peak in rows:
+        b = base.get(prog, (None, None))
+        ratio = lambda x, y: f"{x / y:.3f}" if x and y else "—"  # noqa: E731
+        lines.append(f"| {prog} | {mode} | {n} | {failed} | {spread(per['steady'])} | {spread(per['rep'])} "
+                     f"| {spread(per['new'])} | {spread(per['all'])} | {peak} | {ratio(med(per['steady']), b[0])} "
+                     f"| {ratio(med(per['new']), b[1])} |")
     open(args.out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

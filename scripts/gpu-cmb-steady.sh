@@ -5,6 +5,12 @@
 # and through libcmb_pluggable.so. Builds nothing.
 #
 #   scripts/gpu-cmb-steady.sh BUILD_DIR OUT_DIR [--sim]
+#   scripts/gpu-cmb-steady.sh OUT_DIR          (BUILD_DIR = .gpu-build)
+#
+# On a GPU, carry a build made with `make build CUDA_ARCHS=90`:
+#   mkdir -p .gpu-build && cp -a build/cumembench build/lib build/pluggable .gpu-build/
+#   bash scripts/gpu-cmb-steady.sh "$OUT"       # the three programs, under 8 minutes
+#   CMB_STEADY_PARTS=replay bash scripts/gpu-cmb-steady.sh "$OUT"   # replays over vmm
 #
 #   OUT_DIR/replay/   cumembench's run: replay of traces/samples/*.trace at
 #                     passes=1 and passes=100 (sim: also each trace's smallest
@@ -15,20 +21,31 @@
 #   OUT_DIR/replay.md the table: reserved/requested, smallest device, upstream
 #                     calls, driver calls (the driver_calls metric), and the
 #                     calls per pass after the first ((passes=100 - passes=1) / 99)
-#   OUT_DIR/e2e/      GPU only: scripts/e2e-steady.py for transformer, gpt and
-#                     convnet, each natively (PyTorch's default allocator),
-#                     natively with expandable_segments:True, and under cmb@vmm
-#                     through BUILD_DIR/pluggable/libcmb_pluggable.so, 3 runs
-#                     each (CMB_STEADY_RUNS), CMB_STEADY_STEPS steps (48);
-#                     one RUN.json and one .log per run, e2e.md the table
+#   OUT_DIR/e2e/      GPU only: scripts/e2e-steady.py for the recorded
+#                     transformer (24 steps: its 8 lengths, 3 times), convnet
+#                     (18 steps: 6 image sizes, 3 times) and LLM decode (24
+#                     steps: its 12 requests, twice), each natively (PyTorch's
+#                     default allocator), natively with
+#                     expandable_segments:True, and under cmb@vmm through
+#                     BUILD_DIR/pluggable/libcmb_pluggable.so; CMB_STEADY_RUNS
+#                     rounds (3), every step timed; one RUN.json and one .log
+#                     per run, e2e.md the table (per program and mode: the
+#                     median and [min-max] over runs of each run's median
+#                     step, steady / repeat-shape / new-shape / every step,
+#                     and cmb against native expandable segments). Runs go
+#                     round by round; a run that would start after
+#                     CMB_STEADY_BUDGET seconds (420) is skipped and e2e.md
+#                     lists it, keeping the call under 8 minutes.
 #   OUT_DIR/log.txt   everything the runs printed
-# CMB_STEADY_PARTS (default "replay e2e") picks the parts, so a GPU session
-# with a per-command limit can run them in separate calls into one OUT_DIR.
+# CMB_STEADY_PARTS (default "e2e" on a GPU, "replay" with --sim) picks the
+# parts: the replays over vmm ("replay") go in a separate call into the
+# same OUT_DIR.
 # Exit status: 0 when everything ran, 1 when a case or run failed, 2 on bad
 # usage, no GPU or no PyTorch (GPU mode).
 set -u
 
 . "$(dirname "$0")/lib.sh"
+[ $# -eq 1 ] && set -- "$(dirname "$0")/../.gpu-build" "$1"
 cmb_dirs "[--sim]" "$@"
 shift 2
 mode=gpu
@@ -41,11 +58,11 @@ fi
 cd "$(dirname "$0")/.." || exit 2
 traces=$(ls traces/samples/*.trace | paste -sd, -)
 [ -n "$traces" ] || { echo "$0: no traces/samples/*.trace" >&2; exit 2; }
-parts=${CMB_STEADY_PARTS:-replay e2e}
+if [ $mode = gpu ]; then parts=${CMB_STEADY_PARTS:-e2e}; else parts=${CMB_STEADY_PARTS:-replay}; fi
 case " $parts " in *" replay "* | *" e2e "*) ;; *) echo "$0: CMB_STEADY_PARTS='$parts': expected replay and/or e2e" >&2; exit 2 ;; esac
 runs=${CMB_STEADY_RUNS:-3}
-steps=${CMB_STEADY_STEPS:-48}
-case "$runs$steps" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS and CMB_STEADY_STEPS must be numbers" >&2; exit 2 ;; esac
+budget=${CMB_STEADY_BUDGET:-420}
+case "$runs$budget" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS and CMB_STEADY_BUDGET must be numbers" >&2; exit 2 ;; esac
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
     find_min=false
@@ -88,25 +105,33 @@ cat "$out/replay.md"
 
 if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; then
     mkdir -p "$out/e2e"
+    start=$(date +%s)
     for r in $(seq 1 "$runs"); do
-        for program in transformer gpt convnet; do
+        for program in transformer convnet llm_decode; do
+            case $program in transformer | llm_decode) steps=24 ;; convnet) steps=18 ;; esac
             for m in native-default native-expandable cmb; do
                 base="$out/e2e/$program-$m-$r"
-                echo "== e2e $program $m run $r" | tee -a "$log" >&2
+                if [ $(($(date +%s) - start)) -gt "$budget" ]; then
+                    echo "skipped: $program $m run $r (past CMB_STEADY_BUDGET=${budget}s)" | tee -a "$log" "$out/e2e/skipped.txt" >&2
+                    status=1
+                    continue
+                fi
+                echo "== e2e $program $m run $r ($steps steps)" | tee -a "$log" >&2
                 case $m in
                 native-default) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run \
-                    --program $program --steps "$steps" --out "$base.json" >"$base.log" 2>&1 ;;
+                    --program $program --steps $steps --out "$base.json" >"$base.log" 2>&1 ;;
                 native-expandable) env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 scripts/e2e-steady.py \
-                    run --program $program --steps "$steps" --out "$base.json" >"$base.log" 2>&1 ;;
+                    run --program $program --steps $steps --out "$base.json" >"$base.log" 2>&1 ;;
                 cmb) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run --program $program \
-                    --steps "$steps" --policy cmb@vmm --lib "$lib" --out "$base.json" >"$base.log" 2>&1 ;;
+                    --steps $steps --policy cmb@vmm --lib "$lib" --out "$base.json" >"$base.log" 2>&1 ;;
                 esac
                 rc=$?
-                echo "   exit $rc" | tee -a "$log" >&2
+                echo "   exit $rc, $(($(date +%s) - start)) s into the e2e part" | tee -a "$log" >&2
                 [ $rc -ne 0 ] && status=1
             done
         done
     done
     python3 scripts/e2e-steady.py table --work "$out/e2e" --out "$out/e2e.md" || status=1
+    [ -f "$out/e2e/skipped.txt" ] && cat "$out/e2e/skipped.txt" >>"$out/e2e.md"
 fi
 exit $status
