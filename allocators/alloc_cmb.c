@@ -99,8 +99,9 @@
  *    most 2 + ceil(pages / chunk) map calls and one unmap call per cached
  *    run it takes pages from, none on a cache hit, and a
  *    stream synchronization per stream whose pages it unmaps before they
- *    are known complete (71 over the 24 steps of the transformer sample
- *    trace, where the shapes change every 3 steps; 8 in a pass replayed again).
+ *    are known complete (tests/test_policy_cmb_lag.c prints how many each
+ *    sample trace takes with a device that never finishes work unprompted:
+ *    most in the steps where the shapes change, few in a pass replayed again).
  *  - host memory: one record per block and per hole, one byte per page of
  *    reserved virtual space.
  *

@@ -280,6 +280,29 @@ static void growth_maps_only_missing_pages(void **state)
     close_fx(&f);
 }
 
+/* Handles: a block's pages are mapped in handles of up to `chunk` pages and
+ * only whole handles are unmapped, so a live block over part of a cached
+ * handle keeps all of it (the driver cannot unmap part of a handle). */
+static void live_block_pins_its_handle(void **state)
+{
+    (void)state;
+    fx f = open_fx("fast_bins=false", 0); /* chunk=4: 8 MiB handles */
+    void *a = get(&f, 16 * MiB, S1);       /* pages 0-7: two handles */
+    assert_int_equal(counters(&f).map_calls, 2);
+    put(&f, a, 16 * MiB, S1);
+    void *b = get(&f, 2 * MiB, S1);        /* page 0, inside the first handle */
+    assert_ptr_equal(b, a);
+    uint64_t unmaps = counters(&f).unmap_calls;
+    assert_int_equal(f.m->trim(f.st), CMB_OK);
+    assert_int_equal(RESERVED(&f), 8 * MiB); /* pages 0-3 stay: b pins them */
+    assert_int_equal(counters(&f).unmap_calls - unmaps, 1);
+    assert_int_equal(cmb_upstream_misuse_count(f.up), 0);
+    put(&f, b, 2 * MiB, S1);
+    assert_int_equal(f.m->trim(f.st), CMB_OK);
+    assert_int_equal(RESERVED(&f), 0);
+    close_fx(&f);
+}
+
 /* Stitching: after a checkerboard, the cached pages of the freed blocks are
  * scattered between live blocks; one block of all the remaining memory is
  * still served, by unmapping them and mapping a fresh range. */
@@ -664,6 +687,7 @@ int main(void)
         cmocka_unit_test(oom_releases_cache_and_retries),
         cmocka_unit_test(bad_frees_are_refused),
         cmocka_unit_test(budget_bounds_reserved),
+        cmocka_unit_test(live_block_pins_its_handle),
         cmocka_unit_test(freed_block_waits_for_its_stream),
         cmocka_unit_test(cross_stream_free_needs_both),
         cmocka_unit_test(unmapping_waits_for_order),
