@@ -109,6 +109,9 @@ def per_event_pickle(snap, batch=7):
     rest = {k: v for k, v in snap.items() if k != "device_traces"}
     out = [pickle.dumps(rest, protocol=2)[:-1], pickle.dumps("device_traces", protocol=2)[2:-1], b"]"]
     for events in snap["device_traces"]:
+        if not isinstance(events, list):   # not a device's events: as it is
+            out.append(pickle.dumps(events, protocol=2)[2:-1] + b"a")
+            continue
         out.append(b"](")
         for k, e in enumerate(events):
             out.append(pickle.dumps(e, protocol=2)[2:-1])
@@ -206,6 +209,10 @@ def main():
         fixed.append({"device_traces": [[{"action": "alloc", "addr": 4096 * (i + 1), "size": 512, "stream": 0,
                                           "time_us": i, "frames": [{"filename": f"f{i}.py", "line": i}]}
                                          for i in range(2000)]]})
+        # two devices, events directly in device_traces
+        two = [[{"action": "alloc", "addr": 4096 * (i + 1), "size": 512 * d + 512, "stream": d, "time_us": i}
+                for i in range(30)] for d in range(2)]
+        fixed += [{"device_traces": two}, {"device_traces": two[0]}]
         snaps = fixed + [random_snapshot(rng) for _ in range(n)]
         bad += hostile(tmp)
         for i, snap in enumerate(snaps):

@@ -246,6 +246,10 @@ def run_end(win):
     return end
 
 
+def _is_devices_key(x):
+    return type(x) is str and x == "device_traces"
+
+
 class StreamingUnpickler(pickle._Unpickler):
     """Reads a snapshot with its events' frames dropped as it goes."""
 
@@ -282,12 +286,17 @@ class StreamingUnpickler(pickle._Unpickler):
             return stop.value
 
     def _in_events(self):
-        """The list being filled is a device's events: device_traces[i]."""
+        """The list being filled is a device's events, device_traces[i]: on
+        the stack below its mark, the key, the list of devices and this one;
+        or this one among the devices of a batch marked inside that list."""
         below = self.metastack[-1]
         if not below or type(below[-1]) is not list:
             return False
-        near = below[-3:-1] + (self.metastack[-2][-2:] if len(self.metastack) > 1 else [])
-        return any(type(x) is str and x == "device_traces" for x in near)
+        if len(below) >= 3 and type(below[-2]) is list and _is_devices_key(below[-3]):
+            return True
+        outer = self.metastack[-2] if len(self.metastack) > 1 else ()
+        return len(outer) >= 2 and type(outer[-1]) is list and _is_devices_key(outer[-2]) and \
+            all(type(x) is list for x in below)
 
     def _run(self):
         """Reads a run of events from here (its '}' just read) with the C
