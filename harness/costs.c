@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../allocators/real.h"
@@ -170,8 +171,13 @@ int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)
 int cmb_costs_use_file(const char *path, char *err, size_t errlen)
 {
     char abs[PATH_MAX];
-    if (access(path, R_OK)) {
+    struct stat st;
+    if (access(path, R_OK) || stat(path, &st)) {
         snprintf(err, errlen, "--costs %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) { /* /dev/zero would be read forever */
+        snprintf(err, errlen, "--costs %s: not a regular file", path);
         return -1;
     }
     cmb_costs *c = malloc(sizeof *c);

@@ -76,9 +76,10 @@ static const bad_case bad[] = {
     {"--record-trace /tmp/x.trace --scenario churn", "needs exactly one case"},
     {"--out", "needs a value"},
     {"--costs /nonexistent/costs.json", "--costs /nonexistent/costs.json: No such file or directory"},
-    {"--costs /dev/null", "cost file /dev/null: '[' or '{' expected"},
+    {"--costs /dev/zero", "--costs /dev/zero: not a regular file"},
+    {"--costs /proc/self/status", "cost file /proc/self/status: '[' or '{' expected"},
     {"--gpu-model amd-mi300", "no committed cost file is close to 'amd-mi300' (committed: nvidia-h100"},
-    {"--gpu-model nvidia-h100 --costs /dev/null", "--costs and --gpu-model both choose the cost file"},
+    {"--gpu-model nvidia-h100 --costs /dev/zero", "--costs and --gpu-model both choose the cost file"},
     {"--mode gpu", "no CUDA GPU is usable"},
     {"--param n=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --param fill=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 "
      "--param max_size=1MiB,2MiB,3MiB,4MiB,5MiB,6MiB,7MiB,8MiB,9MiB,10MiB,11MiB,12MiB,13MiB,14MiB,15MiB,16MiB,17MiB,"

@@ -309,10 +309,17 @@ static void gpu_only_scenarios_are_skipped_in_sim(void **state)
     char dir[600], full[1024], out[65536];
     snprintf(dir, sizeof dir, "%s/o", cmb_test_tmpdir());
     snprintf(full, sizeof full, "--mode sim --repetitions 1 --allocator cuda --scenario pinned,shared-mem --out %s", dir);
-    /* nothing ran: exit 1, and why on screen */
+    /* nothing ran: exit 1, why on screen, and no run directory */
     int rc = cmb_test_run(full, out, sizeof out);
     if (rc != 1 || !strstr(out, "nothing ran: all 2 cases were skipped") || !strstr(out, "needs a GPU"))
         fail_msg("cumembench %s: exit %d (expected 1 and why nothing ran): %s", full, rc, out);
+    assert_false(cmb_test_exists(dir));
+    /* beside a case that runs, they are recorded as skipped */
+    snprintf(full, sizeof full, "--mode sim --repetitions 1 --allocator cuda --scenario pinned,shared-mem,fastpath "
+             "--param size=512B --out %s", dir);
+    rc = cmb_test_run(full, out, sizeof out);
+    if (rc != 0)
+        fail_msg("cumembench %s: exit %d: %s", full, rc, out);
     assert_string_equal(status_of(dir, "pinned/cuda"), "skipped");
     assert_string_equal(status_of(dir, "shared-mem/cuda"), "skipped");
 }
