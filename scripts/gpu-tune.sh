@@ -21,7 +21,8 @@
 # torchvision; builds nothing. Each process runs under a 100-second limit and
 # no new one starts after CMB_TUNE_BUDGET seconds (default 420): about 8
 # minutes on an H100. OUT_DIR receives tune.md and tune.json (commit them
-# under results/<gpu>/tune/), each step's JSON and log, and the snapshots.
+# under results/<gpu>/tune/), each step's JSON and log, the snapshots, and
+# each program's front as a figure where gnuplot is found.
 # Exit status: 0 when every run finished as expected, 1 when one did not,
 # 2 bad usage.
 set -u
@@ -79,6 +80,7 @@ one() { # WORKLOAD
     "$bin" tune "$out/$wl.pickle" --budget "$b" --json >"$out/$wl.tune.json" 2>"$out/$wl.tune.log" || { rc=1; return; }
     "$bin" tune "$out/$wl.pickle" --budget "$b" >"$out/$wl.tune.txt" 2>/dev/null
     echo "$wl.tune: budget $b B, $(($(date +%s) - t0)) s" | tee -a "$out/times.txt"
+    command -v gnuplot >/dev/null && "$py" plots/tune_front.py "$out/$wl.tune.json" "$out/$wl-front.png"
     wrapped "$wl.recommended" "$(field "$out/$wl.tune.json" 'd["recommendation"]["run_setting"]')" "$b" "$wl" || rc=1
     wrapped "$wl.recorded" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" 0 "$wl" || rc=1
 }
