@@ -39,8 +39,8 @@ static const char *const reason_text[CMB_FREE_N_REASONS] = {
 static void print_front(FILE *f, const cmb_tune_report *r)
 {
     char tm[32];
-    fprintf(f, "\nPareto front (sim replay; allocator time per pass predicted from %s):\n",
-            r->costs_path ? r->costs_path : "no cost file: memory alone");
+    fprintf(f, "\nPareto front (sim replay; peak reserved and fragmentation on an unlimited GPU; allocator time "
+               "per pass predicted from %s):\n", r->costs_path ? r->costs_path : "no cost file: memory alone");
     fprintf(f, "  %-12s %-13s %-6s %-9s %-14s %s\n", "smallest GPU", "peak reserved", "frag", "upstream",
             "alloc time", "setting");
     for (int j = 0; j < r->n_front; j++) {
