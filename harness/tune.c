@@ -59,7 +59,7 @@ static int parse_opt(tune_args *a, const char *opt, const char *v)
         return bad("%s needs a value%s", opt, "");
     if (!strcmp(opt, "--budget")) {
         if (cmb_parse_size(v, &a->budget) || !a->budget)
-            return bad("--budget %s: not a size such as 16GiB%s", v, "");
+            return bad("--budget %s: not a whole number of bytes with a unit, such as 16GiB or 2355MiB%s", v, "");
     } else if (!strcmp(opt, "--for")) {
         if (pick(v, fw_names, 4, &k))
             return bad("--for %s: expected torch, cupy, rmm or any%s", v, "");
