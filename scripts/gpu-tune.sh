@@ -16,8 +16,10 @@
 #
 #   scripts/gpu-tune.sh OUT_DIR
 #
-# Uses .gpu-build/cumembench and .gpu-build/pluggable/libcmb_pluggable.so
-# (make build BUILD=.gpu-build CUDA_ARCHS=90-real) and the GPU's PyTorch and
+# Uses .gpu-build/cumembench (with .gpu-build/lib/ beside it) and
+# .gpu-build/pluggable/libcmb_pluggable.so (make build BUILD=.gpu-build
+# CUDA_ARCHS=90-real; those files are all a GPU machine needs, about 6 MB,
+# without the tests' binaries) and the GPU's PyTorch and
 # torchvision; builds nothing. Each process runs under a 100-second limit and
 # no new one starts after CMB_TUNE_BUDGET seconds (default 420): about 8
 # minutes on an H100. OUT_DIR receives tune.md and tune.json (commit them
