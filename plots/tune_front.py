@@ -40,15 +40,15 @@ def main():
         sys.exit("usage: tune_front.py TUNE.json OUT.png")
     d = json.load(open(sys.argv[1]))
     budget = (d.get("budget_bytes") or 0) / 2**30
-    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
-        f.write("role\tgib\tms\tlabel\n")
-        for r in rows(d):
-            f.write("%s\t%.4f\t%.4f\t%s\n" % r)
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+        f.write("role,gib,ms,label\n")
+        for role, gib, ms, label in rows(d):
+            f.write("%s,%.4f,%.4f,%s\n" % (role, gib, ms, label.replace(",", ";")))
     title = "cumembench tune: %s (%d settings searched; time predicted from %s)" % (
         os.path.basename(d["input"]), d["candidates"], d["costs_file"] or "no cost file")
     try:
         subprocess.run(["gnuplot", "-c", os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune.gp"),
-                        f.name, sys.argv[2], "%.4f" % budget if budget else "", title], check=True)
+                        f.name, sys.argv[2], title, "%.4f" % budget if budget else ""], check=True)
     finally:
         os.unlink(f.name)
 
