@@ -74,9 +74,12 @@ static void print_why(FILE *f, const cmb_tune_report *r)
         freeb += w->account.bytes[k];
     fprintf(f, "; at the first, a %.1f MiB request, it held %.1f MiB free that the request could not use:\n",
             (double)w->fail_size / (1 << 20), (double)(freeb - w->account.bytes[CMB_FREE_USABLE]) / (1 << 20));
-    for (int k = 0; k < CMB_FREE_N_REASONS; k++)
-        if (w->account.bytes[k] && k != CMB_FREE_USABLE)
-            fprintf(f, "  %10.1f MiB %s\n", (double)w->account.bytes[k] / (1 << 20), reason_text[k]);
+    for (int k = 0; k < CMB_FREE_N_REASONS; k++) {
+        uint64_t b = w->account.bytes[k];
+        if (b && k != CMB_FREE_USABLE) /* KiB where MiB would print 0.0 */
+            fprintf(f, "  %10.1f %s %s\n", b < (1u << 20) / 10 ? (double)b / 1024 : (double)b / (1 << 20),
+                    b < (1u << 20) / 10 ? "KiB" : "MiB", reason_text[k]);
+    }
 }
 
 static void print_recommendation(FILE *f, const cmb_tune_report *r)
