@@ -470,6 +470,8 @@ int cmb_cli_parse(int argc, char **argv, cmb_cli *cli, char *err, size_t errlen)
 void cmb_cli_usage(FILE *f)
 {
     fputs("usage: cumembench [options]\n"
+          "       cumembench tune INPUT [--budget SIZE] [--for torch|cupy|rmm|any] [--objective ...] [--json]\n"
+          "                                the allocator setting to paste for a recorded workload (docs/tune.md)\n"
           "\n"
           "Runs allocator scenarios and writes Google Benchmark JSON and a tidy CSV.\n"
           "\n",

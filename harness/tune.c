@@ -59,7 +59,7 @@ static int parse_opt(tune_args *a, const char *opt, const char *v)
         return bad("%s needs a value%s", opt, "");
     if (!strcmp(opt, "--budget")) {
         if (cmb_parse_size(v, &a->budget) || !a->budget)
-            return bad("--budget %s: not a size such as 16GiB%s", v, "");
+            return bad("--budget %s: not a whole number of bytes with a unit, such as 16GiB or 2355MiB%s", v, "");
     } else if (!strcmp(opt, "--for")) {
         if (pick(v, fw_names, 4, &k))
             return bad("--for %s: expected torch, cupy, rmm or any%s", v, "");
@@ -246,7 +246,7 @@ static int run(const tune_args *a, cmb_tune_trace *t, const cmb_costs *costs, co
 {
     static cmb_tune_set set;
     static int front[CMB_TUNE_MAX_CANDIDATES];
-    cmb_tune_ctx x = {t, costs, a->passes, calloc(t->slots ? t->slots : 1, sizeof(void *)), 0};
+    cmb_tune_ctx x = {.t = t, .costs = costs, .passes = a->passes, .ptr = calloc(t->slots ? t->slots : 1, sizeof(void *))};
     cmb_tune_report r = {0};
     double t0 = now_s();
     if (!x.ptr)

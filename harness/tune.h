@@ -27,6 +27,7 @@
 
 #define CMB_TUNE_MAX_CANDIDATES 1024
 #define CMB_TUNE_STEP ((uint64_t)2 << 20) /* the capacity grid, as replay's search */
+#define CMB_TUNE_MEMO 512
 
 typedef enum cmb_tune_for { CMB_TUNE_TORCH, CMB_TUNE_CUPY, CMB_TUNE_RMM, CMB_TUNE_ANY } cmb_tune_for;
 typedef enum cmb_tune_objective { CMB_TUNE_MEMORY, CMB_TUNE_TIME, CMB_TUNE_BALANCED } cmb_tune_objective;
@@ -91,6 +92,11 @@ typedef struct cmb_tune_ctx {
     uint64_t passes;
     void **ptr;              /* per slot */
     uint64_t trials;         /* replays run, all candidates */
+    /* the capacities tried in the current search and whether each fit: the
+     * bound check, the bisection and the scans meet the same ones */
+    uint64_t memo_cap[CMB_TUNE_MEMO];
+    uint8_t memo_fit[CMB_TUNE_MEMO];
+    int memo_n;
 } cmb_tune_ctx;
 
 /* What one replay of a candidate at a capacity found. */

@@ -24,8 +24,16 @@ static int fits(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t cap)
 {
     cmb_tune_replay r;
     char err[200];
+    for (int i = 0; i < x->memo_n; i++)
+        if (x->memo_cap[i] == cap)
+            return x->memo_fit[i];
     c->trials++;
-    return !cmb_tune_replay_at(x, c, cap, 1, 0, &r, err, sizeof err) && !r.ooms;
+    int ok = !cmb_tune_replay_at(x, c, cap, 1, 0, &r, err, sizeof err) && !r.ooms;
+    if (x->memo_n < CMB_TUNE_MEMO) {
+        x->memo_cap[x->memo_n] = cap;
+        x->memo_fit[x->memo_n++] = (uint8_t)ok;
+    }
+    return ok;
 }
 
 static uint64_t up_to_step(uint64_t v)
@@ -107,6 +115,7 @@ static uint64_t fitting_top(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t *lo)
 void cmb_tune_fit(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t bound)
 {
     const uint64_t step = CMB_TUNE_STEP;
+    x->memo_n = 0; /* a new candidate */
     uint64_t req = x->t->peak_requested;
     uint64_t lo = req > 0 ? (req - 1) / step * step : 0; /* below peak requested nothing fits */
     uint64_t hi;
@@ -147,6 +156,7 @@ void cmb_tune_fit(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t bound)
  * the lowest capacity that also fits (an island; 0: none). */
 void cmb_tune_islands(cmb_tune_ctx *x, cmb_tune_cand *c)
 {
+    x->memo_n = 0;
     uint64_t best = c->min_capacity;
     uint64_t floor = (uint64_t)((double)best / FIT_SCAN);
     if (best > FIT_SPAN && floor < best - FIT_SPAN)

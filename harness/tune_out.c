@@ -39,8 +39,8 @@ static const char *const reason_text[CMB_FREE_N_REASONS] = {
 static void print_front(FILE *f, const cmb_tune_report *r)
 {
     char tm[32];
-    fprintf(f, "\nPareto front (sim replay; allocator time per pass predicted from %s):\n",
-            r->costs_path ? r->costs_path : "no cost file: memory alone");
+    fprintf(f, "\nPareto front (sim replay; peak reserved and fragmentation on an unlimited GPU; allocator time "
+               "per pass predicted from %s):\n", r->costs_path ? r->costs_path : "no cost file: memory alone");
     fprintf(f, "  %-12s %-13s %-6s %-9s %-14s %s\n", "smallest GPU", "peak reserved", "frag", "upstream",
             "alloc time", "setting");
     for (int j = 0; j < r->n_front; j++) {
@@ -74,9 +74,12 @@ static void print_why(FILE *f, const cmb_tune_report *r)
         freeb += w->account.bytes[k];
     fprintf(f, "; at the first, a %.1f MiB request, it held %.1f MiB free that the request could not use:\n",
             (double)w->fail_size / (1 << 20), (double)(freeb - w->account.bytes[CMB_FREE_USABLE]) / (1 << 20));
-    for (int k = 0; k < CMB_FREE_N_REASONS; k++)
-        if (w->account.bytes[k] && k != CMB_FREE_USABLE)
-            fprintf(f, "  %10.1f MiB %s\n", (double)w->account.bytes[k] / (1 << 20), reason_text[k]);
+    for (int k = 0; k < CMB_FREE_N_REASONS; k++) {
+        uint64_t b = w->account.bytes[k];
+        if (b && k != CMB_FREE_USABLE) /* KiB where MiB would print 0.0 */
+            fprintf(f, "  %10.1f %s %s\n", b < (1u << 20) / 10 ? (double)b / 1024 : (double)b / (1 << 20),
+                    b < (1u << 20) / 10 ? "KiB" : "MiB", reason_text[k]);
+    }
 }
 
 static void print_recommendation(FILE *f, const cmb_tune_report *r)

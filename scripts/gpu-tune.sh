@@ -16,12 +16,15 @@
 #
 #   scripts/gpu-tune.sh OUT_DIR
 #
-# Uses .gpu-build/cumembench and .gpu-build/pluggable/libcmb_pluggable.so
-# (make build BUILD=.gpu-build CUDA_ARCHS=90-real) and the GPU's PyTorch and
+# Uses .gpu-build/cumembench (with .gpu-build/lib/ beside it) and
+# .gpu-build/pluggable/libcmb_pluggable.so (make build BUILD=.gpu-build
+# CUDA_ARCHS=90-real; those files are all a GPU machine needs, about 6 MB,
+# without the tests' binaries) and the GPU's PyTorch and
 # torchvision; builds nothing. Each process runs under a 100-second limit and
 # no new one starts after CMB_TUNE_BUDGET seconds (default 420): about 8
 # minutes on an H100. OUT_DIR receives tune.md and tune.json (commit them
-# under results/<gpu>/tune/), each step's JSON and log, and the snapshots.
+# under results/<gpu>/tune/), each step's JSON and log, the snapshots, and
+# each program's front as a figure where gnuplot is found.
 # Exit status: 0 when every run finished as expected, 1 when one did not,
 # 2 bad usage.
 set -u
@@ -77,8 +80,8 @@ one() { # WORKLOAD
     b=$(( (need + best) / 2 / 2097152 * 2097152 ))
     [ "$b" -ge "$best" ] || b=$best
     "$bin" tune "$out/$wl.pickle" --budget "$b" --json >"$out/$wl.tune.json" 2>"$out/$wl.tune.log" || { rc=1; return; }
-    "$bin" tune "$out/$wl.pickle" --budget "$b" >"$out/$wl.tune.txt" 2>/dev/null
     echo "$wl.tune: budget $b B, $(($(date +%s) - t0)) s" | tee -a "$out/times.txt"
+    command -v gnuplot >/dev/null && "$py" plots/tune_front.py "$out/$wl.tune.json" "$out/$wl-front.png"
     wrapped "$wl.recommended" "$(field "$out/$wl.tune.json" 'd["recommendation"]["run_setting"]')" "$b" "$wl" || rc=1
     wrapped "$wl.recorded" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" 0 "$wl" || rc=1
 }
@@ -90,6 +93,11 @@ for wl in transformer convnet llm-decode; do # the recorded setting on the budge
     [ -r "$out/$wl.tune.json" ] || continue
     wrapped "$wl.recorded-on-budget" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" \
         "$(field "$out/$wl.tune.json" 'd["budget_bytes"]')" "$wl"
+done
+for wl in transformer convnet llm-decode; do # the text a user reads (CPU only)
+    [ -r "$out/$wl.tune.json" ] && left || continue
+    "$bin" tune "$out/$wl.pickle" --budget "$(field "$out/$wl.tune.json" 'd["budget_bytes"]')" \
+        >"$out/$wl.tune.txt" 2>/dev/null
 done
 
 "$py" - "$out" <<'PY' || rc=1
@@ -107,11 +115,22 @@ def step_ms(steps):
         return None
     return 1e3 * statistics.median(sum(r) / len(r) for r in steps["rounds"])
 
+def on_budget(ob, steps):
+    """The recorded setting capped at the budget: out of memory (expected), ran, or how it failed."""
+    if not ob:
+        return "-"
+    err = (steps or {}).get("error") or ob.get("error") or ""
+    if "out of memory" in err.lower() or "OutOfMemory" in err:
+        return "out of memory"
+    return "ran" if ob["exit_status"] == 0 else "failed: " + err[:60].replace("|", "/")
+
+
 gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
 rows, doc = [], {"gpu": gpu, "workloads": {}}
 for wl in ("transformer", "convnet", "llm-decode"):
     t, rec, old, ob = (load(f"{wl}.{k}.json") for k in ("tune", "recommended", "recorded", "recorded-on-budget"))
-    srec, sold, srecord = (load(f"{wl}.{k}.steps.json") for k in ("recommended", "recorded", "record"))
+    srec, sold, srecord, sob = (load(f"{wl}.{k}.steps.json")
+                                for k in ("recommended", "recorded", "record", "recorded-on-budget"))
     if not t or not t.get("recommendation"):
         rows.append(f"| {wl} | no recommendation (see {wl}.tune.log) | | | | | | |")
         continue
@@ -134,7 +153,7 @@ for wl in ("transformer", "convnet", "llm-decode"):
            "peak_error_pct": peak_err, "ran_without_oom": bool(ok_run),
            "recorded_step_ms": m_old, "recommended_step_ms": m_new, "measured_delta_ms": d_meas,
            "predicted_delta_ms": d_pred, "tolerance_ms": tol, "steps_per_pass": steps_per_pass,
-           "recorded_on_budget": ob and {"exit_status": ob["exit_status"], "error": ob["error"]}}
+           "recorded_on_budget": ob and {"exit_status": ob["exit_status"], "error": (sob or {}).get("error")}}
     doc["workloads"][wl] = row
     fmt = lambda v, f="%.2f": "-" if v is None else f % v
     within = "-" if None in (d_pred, d_meas) else ("yes" if abs(d_pred - d_meas) <= tol else "**no**")
@@ -143,7 +162,7 @@ for wl in ("transformer", "convnet", "llm-decode"):
                 f"{t['recommendation']['min_capacity_bytes'] / 2**30:.3f} | {'yes' if ok_run else '**no**'} | "
                 f"{pred_peak / 2**20:.1f} / {fmt(meas_peak and meas_peak / 2**20, '%.1f')} ({fmt(peak_err, '%+.2f%%')}) | "
                 f"{fmt(m_old)} / {fmt(m_new)} | {fmt(d_pred)} / {fmt(d_meas)} ({within}) | "
-                f"{'OOM' if ob and ob['exit_status'] else ('ran' if ob else '-')} |")
+                f"{on_budget(ob, sob)} |")
 with open(os.path.join(out, "tune.json"), "w") as f:
     json.dump(doc, f, indent=1)
 with open(os.path.join(out, "tune.md"), "w") as f:

@@ -1,7 +1,8 @@
 #!/bin/sh
 # make.sh - the committed sim runs of cumembench tune (docs/tune.md), from the
 # repository root: sh results/sim/tune/make.sh [BUILD_DIR]
-#   convnet-4.75GiB.{txt,json}  the README's worked example: the ResNet-50
+#   convnet-4.75GiB.{txt,json}  the README's worked example (and -front.png,
+#                               the figure of its front): the ResNet-50
 #                               sample trace (a PyTorch snapshot converted)
 #                               under a 4.75 GiB budget
 #   samples.txt                 every sample trace, no budget: the recorded
@@ -15,6 +16,7 @@ bin=${1:-build}/cumembench
 here=results/sim/tune
 "$bin" tune traces/samples/torch_convnet.trace --budget 4.75GiB >"$here/convnet-4.75GiB.txt" 2>/dev/null
 "$bin" tune traces/samples/torch_convnet.trace --budget 4.75GiB --json >"$here/convnet-4.75GiB.json" 2>/dev/null
+python3 plots/tune_front.py "$here/convnet-4.75GiB.json" "$here/convnet-4.75GiB-front.png"
 {
     printf '%-40s %-14s %-14s %s\n' trace "recorded GPU" "recommended" "setting"
     for t in traces/samples/*.trace traces/samples/*.csv; do
