@@ -76,7 +76,9 @@ def render(summary):
     gpu = "; ".join(str(summary.get("gpu", "?")).splitlines())
     lines = [f"GPU: {gpu}", "",
              "| check | policy | hooks | result | what was seen |", "|---|---|---|---|---|"]
-    for name, c in checks.items():
+    order = ("sidestream", "graph", "stats", "oom", "fraction", "mempool")
+    rank = {kind: i for i, kind in enumerate(order)}
+    for name, c in sorted(checks.items(), key=lambda kv: (rank.get(kv[1].get("check"), len(order)), kv[0])):
         control = " (control)" if name.endswith("-nohooks") else ""
         lines.append(f"| {c.get('check', name)}{control} | `{c.get('policy', '?')}` | "
                      f"{'yes' if c.get('hooks', True) else 'no'} | {cell(verdict(c))} | {cell(detail(name, c))} |")
