@@ -553,7 +553,7 @@ static int slot_new(pl_device *d, uint32_t *slot)
 
 /* Enters a block in the table (the CuPy and generic paths, and every path
  * while a trace records). 0, or -1 on host out of memory. */
-static int table_put(pl_device *d, void *p, size_t size, uint32_t sid)
+static int table_put(pl_device *d, void *p, size_t size, uint32_t sid, int traced)
 {
     uint32_t slot;
     if (slot_new(d, &slot))
@@ -562,7 +562,7 @@ static int table_put(pl_device *d, void *p, size_t size, uint32_t sid)
         d->free_slots[d->n_free_slots++] = slot;
         return -1;
     }
-    d->slots[slot] = (pl_slot){.size = size, .stream_id = sid, .trace_gen = d->trace ? d->trace_gen : 0};
+    d->slots[slot] = (pl_slot){.size = size, .stream_id = sid, .trace_gen = traced && d->trace ? d->trace_gen : 0};
     return 0;
 }
 
@@ -656,7 +656,7 @@ static void *alloc_locked(pl_device *d, size_t size, void *stream, int keep, int
     }
     if (refuse_pointer(d, p, size))
         return NULL;
-    if ((keep || d->trace) && table_put(d, p, size, sid)) {
+    if ((keep || d->trace) && table_put(d, p, size, sid, 1)) {
         d->m->deallocate(d->policy, p, size, (cmb_stream)stream);
         d->ooms++;
         _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
@@ -673,7 +673,7 @@ static void *alloc_locked(pl_device *d, size_t size, void *stream, int keep, int
 
 /* A private pool's allocation (a CUDA graph being captured, a MemPool
  * context): counted as any other, never traced (a replay has no pools). */
-static void *pool_alloc_locked(pl_device *d, size_t size, void *stream, int *taken)
+static void *pool_alloc_locked(pl_device *d, size_t size, void *stream, int keep, int *taken)
 {
     void *p = NULL;
     if (too_large(d, size)) {
@@ -685,6 +685,14 @@ static void *pool_alloc_locked(pl_device *d, size_t size, void *stream, int *tak
         return NULL;
     if (!p) {
         d->ooms++;
+        return NULL;
+    }
+    uint32_t sid;
+    /* untraced (a replay has no pools), so its free is not recorded either */
+    if (keep && (stream_id(d, stream, &sid) || table_put(d, p, size, sid, 0))) {
+        _cmb_pl_pool_free(d, p, stream);
+        d->ooms++;
+        _cmb_pl_error(1, "device %d: host out of memory for the block table", d->ordinal);
         return NULL;
     }
     d->allocs++;
@@ -709,7 +717,7 @@ void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
     }
     pthread_mutex_lock(&d->lock);
     if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
-        p = pool_alloc_locked(d, size, stream, &taken);
+        p = pool_alloc_locked(d, size, stream, keep, &taken);
     if (!taken)
         p = alloc_locked(d, size, stream, keep, &grew);
     pthread_mutex_unlock(&d->lock);

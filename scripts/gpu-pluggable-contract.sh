@@ -127,7 +127,10 @@ bench() { # NAME COMMAND...
     shift
     say "bench $name"
     timeout -k 5 40 "$@" --pairs "$pairs" --threads 1,2,4,8,16 --json "$out/logs/bench-$name.json" \
-        >"$out/logs/bench-$name.log" 2>&1 || echo "bench $name failed: see logs/bench-$name.log"
+        >"$out/logs/bench-$name.log" 2>&1 || {
+        echo "bench $name failed: see logs/bench-$name.log"
+        status=1
+    }
     tail -8 "$out/logs/bench-$name.log"
 }
 if [ $((SECONDS - t0)) -lt "$budget" ]; then

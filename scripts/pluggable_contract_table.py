@@ -21,9 +21,12 @@ def mib(n):
     return f"{n / MiB:.1f} MiB" if isinstance(n, (int, float)) else "—"
 
 
-def verdict(c):
+def verdict(name, c):
+    control = name.endswith("-nohooks")
     if c.get("error"):
-        return f"error: {c['error']}"
+        return f"{'failed without the hooks' if control else 'error'}: {c['error']}"
+    if control:
+        return "passed without the hooks" if c.get("ok") else "failed without the hooks"
     return "pass" if c.get("ok") else "FAIL"
 
 
@@ -76,10 +79,12 @@ def render(summary):
     gpu = "; ".join(str(summary.get("gpu", "?")).splitlines())
     lines = [f"GPU: {gpu}", "",
              "| check | policy | hooks | result | what was seen |", "|---|---|---|---|---|"]
-    for name, c in checks.items():
+    order = ("sidestream", "graph", "stats", "oom", "fraction", "mempool")
+    rank = {kind: i for i, kind in enumerate(order)}
+    for name, c in sorted(checks.items(), key=lambda kv: (rank.get(kv[1].get("check"), len(order)), kv[0])):
         control = " (control)" if name.endswith("-nohooks") else ""
         lines.append(f"| {c.get('check', name)}{control} | `{c.get('policy', '?')}` | "
-                     f"{'yes' if c.get('hooks', True) else 'no'} | {cell(verdict(c))} | {cell(detail(name, c))} |")
+                     f"{'yes' if c.get('hooks', True) else 'no'} | {cell(verdict(name, c))} | {cell(detail(name, c))} |")
     benches = summary.get("bench", {})
     if benches:
         lines += ["", "Alloc+free pairs from 1 to 16 threads on one device, work between calls "

@@ -42,7 +42,7 @@ class Table(unittest.TestCase):
         self.assertIn("GPU: GPU X, 1.0, 1 MiB; torch 0.0", md)
         self.assertIn("| sidestream | `bfc@cuda` | yes | pass | record_stream delivered; block reused while B "
                       "pending: False; elements B read wrong: 0 of 64 |", md)
-        self.assertIn("| sidestream (control) | `bfc@cuda` | no | FAIL |", md)
+        self.assertIn("| sidestream (control) | `bfc@cuda` | no | failed without the hooks |", md)
         self.assertIn("error: RuntimeError: a/b", md)  # a '|' never breaks the table
         self.assertIn("| library-sim (torch-caching@sim) | 1 | 4,000,000 | 250.0 | 80 | 120 |", md)
         self.assertIn("| torch-native (pytorch-native) | 16 | 8,000,000 | 125.0 | 90 | 900 |", md)

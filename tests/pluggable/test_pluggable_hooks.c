@@ -230,6 +230,24 @@ static void mem_pool_context(void **state)
     assert_int_equal(s.allocs, s.frees);
 }
 
+/* The generic pair (no size at free) inside a pool context. */
+static void generic_pair_in_a_pool(void **state)
+{
+    (void)state;
+    const int dev = 14;
+    configure_ok("bfc@sim", 0);
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 8, 8, NULL, NULL, NULL), 0);
+    void *p = cmb_pluggable_malloc(MiB, dev, NULL);
+    assert_non_null(p);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 8, 8), 0);
+    cmb_pluggable_free(p, 0, dev, NULL);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 8, 8), 0);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.bad_frees, 0);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.requested_current, 0);
+}
+
 /* record_stream during a capture: the free's events wait for its end. */
 static void deferred_across_capture(void **state)
 {
@@ -409,7 +427,7 @@ int main(void)
         cmocka_unit_test(out_of_memory_waits_for_deferred), cmocka_unit_test(record_stream_generic_pair),
         cmocka_unit_test(graph_pool_private),          cmocka_unit_test(mem_pool_context),
         cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(policy_frees_wait_for_capture_end),
-        cmocka_unit_test(memory_fraction_caps),
+        cmocka_unit_test(memory_fraction_caps),        cmocka_unit_test(generic_pair_in_a_pool),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
