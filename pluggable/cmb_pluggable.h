@@ -185,6 +185,12 @@ CMB_PL_API int cmb_pluggable_set_memory_fraction(double fraction, int device);
  * GPU still running that stream's kernels; releasing completes them. */
 CMB_PL_API int cmb_pluggable_sim_hold_stream(void *stream, int held);
 
+/* Tests over the sim upstream: how many calls the library made on `device`
+ * that a CUDA stream capture underway forbids (an upstream allocation
+ * outside relaxed capture mode, an event recorded, queried or waited for,
+ * memory given back to the upstream). -1 when the device has no instance. */
+CMB_PL_API int64_t cmb_pluggable_sim_capture_faults(int device);
+
 /* --- statistics and control ------------------------------------------------------ */
 
 /* Fills *out (out->struct_size must hold sizeof(cmb_pluggable_memstats)).

@@ -114,20 +114,62 @@ static int sim_done(pl_sim_event *e)
 
 int _cmb_pl_event_record(pl_device *d, void *stream, void **ev)
 {
-    return d->real ? _cmb_pl_cuda_event_record(stream, ev) : sim_record(stream, ev);
+    if (d->real)
+        return _cmb_pl_cuda_event_record(stream, ev);
+    _cmb_pl_capture_check(d, 0);
+    return sim_record(stream, ev);
 }
 
 int _cmb_pl_event_done(pl_device *d, void *ev)
 {
-    return d->real ? _cmb_pl_cuda_event_done(ev) : sim_done(ev);
+    if (d->real)
+        return _cmb_pl_cuda_event_done(ev);
+    _cmb_pl_capture_check(d, 0);
+    return sim_done(ev);
 }
 
 void _cmb_pl_event_wait(pl_device *d, void *ev)
 {
-    if (d->real)
+    if (d->real) {
         _cmb_pl_cuda_event_wait(ev);
+        return;
+    }
+    _cmb_pl_capture_check(d, 0);
+    ((pl_sim_event *)ev)->done = 1;
+}
+
+/* --- capture mode ------------------------------------------------------------------------- */
+
+static _Thread_local int tl_sim_relaxed; /* the sim's per-thread capture mode */
+
+int _cmb_pl_relax(pl_device *d)
+{
+    if (d->real)
+        return _cmb_pl_capture_relax();
+    return tl_sim_relaxed++;
+}
+
+void _cmb_pl_unrelax(pl_device *d, int mode)
+{
+    if (mode == PL_NO_MODE)
+        return;
+    if (d->real)
+        _cmb_pl_capture_restore(mode);
     else
-        ((pl_sim_event *)ev)->done = 1;
+        tl_sim_relaxed = mode;
+}
+
+void _cmb_pl_capture_check(pl_device *d, int relaxed_ok)
+{
+    if (!d->real && atomic_load_explicit(&d->pools_active, memory_order_relaxed) &&
+        !(relaxed_ok && tl_sim_relaxed))
+        atomic_fetch_add_explicit(&d->capture_faults, 1, memory_order_relaxed);
+}
+
+int64_t cmb_pluggable_sim_capture_faults(int device)
+{
+    pl_device *d = _cmb_pl_ready(device);
+    return d ? atomic_load_explicit(&d->capture_faults, memory_order_relaxed) : -1;
 }
 
 void _cmb_pl_event_destroy(pl_device *d, void *ev)
@@ -306,6 +348,10 @@ static int deferred_done(pl_device *d, pl_deferred *f, int wait)
 void _cmb_pl_collect_deferred(pl_device *d, int wait)
 {
     uint32_t k = 0;
+    /* A capture forbids querying, waiting for or recording events, and the
+     * policy's free may do either: the capture's end collects them. */
+    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+        return;
     for (uint32_t i = 0; i < d->n_deferred; i++) {
         pl_deferred *f = &d->deferred[i];
         if (!deferred_done(d, f, wait)) {
@@ -353,6 +399,7 @@ static int pool_direct(const pl_device *d)
 
 static cmb_status segment_alloc(pl_device *d, size_t size, void *stream, void **ptr)
 {
+    _cmb_pl_capture_check(d, 1); /* the caller relaxed the capture mode */
     if (!pool_direct(d))
         return cmb_up_alloc(d->up, size, (cmb_stream)stream, ptr);
     if (_cmb_pl_cuda_malloc(size, ptr))
@@ -363,6 +410,7 @@ static cmb_status segment_alloc(pl_device *d, size_t size, void *stream, void **
 
 static void segment_free(pl_device *d, void *ptr, size_t size)
 {
+    _cmb_pl_capture_check(d, 0);
     if (!pool_direct(d)) {
         cmb_up_free(d->up, ptr, size, NULL);
         return;

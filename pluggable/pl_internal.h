@@ -120,6 +120,7 @@ typedef struct pl_device {
     double fraction;           /* set_per_process_memory_fraction, 0: none */
     uint64_t capacity;          /* CMB_CAPACITY when the instance was made (0: none) */
     int64_t total_unfractioned; /* the device's bytes before the fraction (after CMB_CAPACITY) */
+    _Atomic int64_t capture_faults; /* sim: calls a capture underway forbids (tests) */
     /* the last stream seen and its id: most programs use one or two */
     void *last_stream;
     uint32_t last_sid;
@@ -183,6 +184,19 @@ int _cmb_pl_event_done(pl_device *d, void *ev);   /* 1 done, 0 pending */
 void _cmb_pl_event_wait(pl_device *d, void *ev);
 void _cmb_pl_event_destroy(pl_device *d, void *ev);
 
+/* While a capture is underway (pools_active), the upstream calls of the
+ * calling thread run in relaxed capture mode: _cmb_pl_relax returns the
+ * mode to restore (PL_NO_MODE when nothing changed). Over the sim upstream
+ * the mode is the thread's own flag, and a call the capture would forbid
+ * (an upstream call outside relaxed mode, an event, a free of memory) is
+ * counted in capture_faults, which the tests read. */
+#define PL_NO_MODE (-1)
+int _cmb_pl_relax(pl_device *d);
+void _cmb_pl_unrelax(pl_device *d, int mode);
+/* Counts a call a capture forbids, when one is underway (sim only).
+ * `relaxed_ok`: relaxed mode allows it (an upstream allocation). */
+void _cmb_pl_capture_check(pl_device *d, int relaxed_ok);
+
 /* --- pl_stats.c ------------------------------------------------------------------ */
 
 /* After a successful allocation, under the device's lock: 1 when the
@@ -223,6 +237,10 @@ void _cmb_pl_cuda_event_destroy(void *ev);
 /* The device a stream belongs to (the current device for the legacy
  * stream or when the runtime cannot say). */
 int _cmb_pl_stream_device(void *stream);
+/* The calling thread's capture mode set to relaxed: the mode to give back
+ * to _cmb_pl_capture_restore (-1: unchanged). */
+int _cmb_pl_capture_relax(void);
+void _cmb_pl_capture_restore(int mode);
 /* cudaMalloc / cudaFree on the current device (graph pools over vmm): 0 or -1. */
 int _cmb_pl_cuda_malloc(size_t size, void **ptr);
 void _cmb_pl_cuda_free(void *ptr);

@@ -621,6 +621,7 @@ static int too_large(pl_device *d, size_t size)
 
 static cmb_status policy_allocate(pl_device *d, size_t size, void *stream, void **p)
 {
+    _cmb_pl_capture_check(d, 1); /* it may call its upstream: the caller relaxed the mode */
     cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
     if (st != CMB_OK && d->n_deferred) {
         /* As PyTorch's allocator synchronizes its pending events before it
@@ -696,7 +697,7 @@ static void *pool_alloc_locked(pl_device *d, size_t size, void *stream, int *tak
 void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
 {
     char err[PL_ERR_LEN];
-    int saved = -1, grew = 0, taken = 0;
+    int saved = -1, grew = 0, taken = 0, mode = PL_NO_MODE;
     void *p = NULL;
     if (!size)
         return NULL; /* as PyTorch's and CuPy's own allocators answer 0 bytes */
@@ -708,13 +709,18 @@ void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
         return NULL;
     }
     pthread_mutex_lock(&d->lock);
-    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed)) {
+        /* A capture may be underway (begin comes before cudaStreamBeginCapture):
+         * the upstream's cudaMalloc must not end it. */
+        mode = _cmb_pl_relax(d);
         p = pool_alloc_locked(d, size, stream, &taken);
+    }
     if (!taken)
         p = alloc_locked(d, size, stream, keep, &grew);
     pthread_mutex_unlock(&d->lock);
     if (grew)
         _cmb_pl_sample_device(d); /* cudaMemGetInfo: microseconds, never under the lock */
+    _cmb_pl_unrelax(d, mode);
     if (d->real)
         _cmb_pl_leave(saved);
     return p;

@@ -279,6 +279,51 @@ static void policy_frees_wait_for_capture_end(void **state)
     assert_int_equal(s.bad_frees, 0);
 }
 
+/* Issue 27's GPU failure: under every policy over the cuda upstream a
+ * capture ended at the pool's first segment (a cudaMalloc in global capture
+ * mode). Over the sim, a call a capture forbids is counted: upstream
+ * allocations run in relaxed mode, and no event is recorded, queried or
+ * waited for, no memory given back, until the capture ends, although a
+ * record_stream free with a pending event and a policy at its cap (whose
+ * retry would collect it) are there to tempt it. */
+static void capture_makes_no_forbidden_call(void **state)
+{
+    (void)state;
+    const int dev = 21;
+    void *a = STREAM(30), *b = STREAM(31), *cap = STREAM(32);
+    configure_ok("torch-caching@sim", 48 * MiB);
+    void *p = cmb_torch_malloc(2 * MiB, dev, a);
+    assert_int_equal(cmb_pluggable_record_stream(p, dev, b), 0);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 1), 0);
+    cmb_torch_free(p, 2 * MiB, dev, a); /* deferred, its event pending */
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 21, 0, only_stream, cap, NULL), 0);
+    void *g1 = cmb_torch_malloc(MiB, dev, cap);  /* a new segment from the upstream */
+    void *g2 = cmb_torch_malloc(MiB, dev, cap);
+    void *n1 = cmb_torch_malloc(MiB, dev, a);    /* not captured: the policy's */
+    void *big = cmb_torch_malloc(30 * MiB, dev, a); /* over the cap: no wait for b now */
+    assert_non_null(g1);
+    assert_non_null(g2);
+    assert_non_null(n1);
+    assert_null(big);
+    cmb_torch_free(g1, MiB, dev, cap);
+    cmb_torch_free(n1, MiB, dev, a);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 21, 0), 0);
+
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 0), 0);
+    cmb_torch_free(g2, MiB, dev, cap);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 21, 0), 0);
+    void *q = cmb_torch_malloc(MiB, dev, a); /* collects p's free: b is done */
+    cmb_torch_free(q, MiB, dev, a);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.bad_frees, 0);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(63), -1);
+}
+
 /* --- memory fraction ------------------------------------------------------------------ */
 
 static void memory_fraction_caps(void **state)
@@ -409,7 +454,7 @@ int main(void)
         cmocka_unit_test(out_of_memory_waits_for_deferred), cmocka_unit_test(record_stream_generic_pair),
         cmocka_unit_test(graph_pool_private),          cmocka_unit_test(mem_pool_context),
         cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(policy_frees_wait_for_capture_end),
-        cmocka_unit_test(memory_fraction_caps),
+        cmocka_unit_test(capture_makes_no_forbidden_call), cmocka_unit_test(memory_fraction_caps),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
