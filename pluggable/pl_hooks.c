@@ -560,11 +560,25 @@ out_ctx:
     return -1;
 }
 
+/* pool_end and pool_release may give memory back (cudaFree): on the pool's
+ * device, whichever is the caller's (PyTorch's reset runs in a destructor). */
+static int enter(pl_device *d, int *saved)
+{
+    char err[PL_ERR_LEN];
+    *saved = -1;
+    if (d->real && _cmb_pl_enter(d->ordinal, saved, err, sizeof err)) {
+        _cmb_pl_error(1, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
 int cmb_pluggable_pool_end(int device, uint64_t id0, uint64_t id1)
 {
     pl_device *d = _cmb_pl_ready(device);
     pl_pool *p;
-    if (!d)
+    int saved;
+    if (!d || enter(d, &saved))
         return -1;
     pthread_mutex_lock(&d->lock);
     if ((p = pool_find(d, id0, id1)) && p->active && --p->active == 0) {
@@ -582,6 +596,8 @@ int cmb_pluggable_pool_end(int device, uint64_t id0, uint64_t id1)
         }
     }
     pthread_mutex_unlock(&d->lock);
+    if (d->real)
+        _cmb_pl_leave(saved);
     return p ? 0 : -1;
 }
 
@@ -589,7 +605,8 @@ int cmb_pluggable_pool_release(int device, uint64_t id0, uint64_t id1)
 {
     pl_device *d = _cmb_pl_ready(device);
     pl_pool *p;
-    if (!d)
+    int saved;
+    if (!d || enter(d, &saved))
         return -1;
     pthread_mutex_lock(&d->lock);
     if ((p = pool_find(d, id0, id1)) != NULL) {
@@ -597,6 +614,8 @@ int cmb_pluggable_pool_release(int device, uint64_t id0, uint64_t id1)
         pool_destroy_if_done(d, p);
     }
     pthread_mutex_unlock(&d->lock);
+    if (d->real)
+        _cmb_pl_leave(saved);
     return p ? 0 : -1;
 }
 

@@ -324,6 +324,48 @@ static void capture_makes_no_forbidden_call(void **state)
     assert_int_equal(cmb_pluggable_sim_capture_faults(63), -1);
 }
 
+/* The GPU's graph check under cmb@vmm: after the graph was deleted the
+ * capture stream's cuBLAS workspace, allocated during the capture and kept
+ * by PyTorch until cleared, held its pool. Released with a block live, the
+ * pool keeps its segments; the block's free gives them all back; eager
+ * allocations between replays (other streams, or the capture stream after
+ * the end) are the policy's, and a policy free held back by the capture
+ * reaches the policy at the end. */
+static void graph_pool_released_with_live_block(void **state)
+{
+    (void)state;
+    const int dev = 22;
+    void *cap = STREAM(40), *main_s = STREAM(41);
+    configure_ok("cmb@sim", 0);
+    void *w = cmb_torch_malloc(4 * MiB, dev, main_s);
+    void *x = cmb_torch_malloc(MiB, dev, main_s);
+    cmb_pluggable_memstats s0 = stats_of(dev);
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 22, 0, only_stream, cap, NULL), 0);
+    void *ws = cmb_torch_malloc(32 * MiB, dev, cap); /* the capture stream's workspace */
+    void *tmp = cmb_torch_malloc(2 * MiB, dev, cap);
+    void *out = cmb_torch_malloc(MiB, dev, cap);
+    cmb_torch_free(tmp, 2 * MiB, dev, cap);
+    cmb_torch_free(x, MiB, dev, main_s); /* a policy block: held back until the end */
+    assert_int_equal(cmb_pluggable_pool_end(dev, 22, 0), 0);
+    assert_int_equal(stats_of(dev).allocated_current, s0.allocated_current - (int64_t)MiB + (int64_t)(33 * MiB));
+    void *ref = cmb_torch_malloc(MiB, dev, main_s); /* eager between replays: the policy's */
+    void *ref2 = cmb_torch_malloc(2 * MiB, dev, cap);
+    assert_ptr_not_equal(ref2, tmp);
+    cmb_torch_free(ref, MiB, dev, main_s);
+    cmb_torch_free(ref2, 2 * MiB, dev, cap);
+    cmb_torch_free(out, MiB, dev, cap);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 22, 0), 0); /* del g: ws still live */
+    cmb_pluggable_memstats s1 = stats_of(dev);
+    assert_true(s1.reserved_current >= s0.reserved_current + (int64_t)(35 * MiB));
+    cmb_torch_free(ws, 32 * MiB, dev, cap); /* clearing the workspaces */
+    cmb_pluggable_memstats s2 = stats_of(dev);
+    assert_int_equal(s2.allocated_current, s0.allocated_current - (int64_t)MiB);
+    assert_int_equal(s2.reserved_current, s1.reserved_current - (int64_t)(35 * MiB));
+    assert_int_equal(s2.bad_frees, 0);
+    cmb_torch_free(w, 4 * MiB, dev, main_s);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+}
+
 /* --- memory fraction ------------------------------------------------------------------ */
 
 static void memory_fraction_caps(void **state)
@@ -454,7 +496,8 @@ int main(void)
         cmocka_unit_test(out_of_memory_waits_for_deferred), cmocka_unit_test(record_stream_generic_pair),
         cmocka_unit_test(graph_pool_private),          cmocka_unit_test(mem_pool_context),
         cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(policy_frees_wait_for_capture_end),
-        cmocka_unit_test(capture_makes_no_forbidden_call), cmocka_unit_test(memory_fraction_caps),
+        cmocka_unit_test(capture_makes_no_forbidden_call), cmocka_unit_test(graph_pool_released_with_live_block),
+        cmocka_unit_test(memory_fraction_caps),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
