@@ -419,6 +419,18 @@ static void segment_free(pl_device *d, void *ptr, size_t size)
     d->pools_direct -= size;
 }
 
+/* Whether a pool's allocation that found no memory may ask the policy to
+ * release what it caches, while a capture may be underway: over vmm its
+ * upstream gives pages back with cuMemUnmap and cuMemRelease, which are no
+ * stream operations (a policy's trim synchronizes only the streams it
+ * allocated on, never the captured ones, whose allocations are the pool's);
+ * over cuda, cudaFree synchronizes the device and would end the capture.
+ * The sim stands for vmm. */
+static int pool_may_trim(const pl_device *d)
+{
+    return d->m->trim && d->up && (!d->real || !strcmp(d->up->name, "vmm"));
+}
+
 /* Returns a released, empty pool's segments to the upstream and unlinks it
  * (never while a capture runs: cudaFree would end it). */
 static void pool_destroy_if_done(pl_device *d, pl_pool *p)
@@ -460,8 +472,18 @@ static int pool_take(pl_device *d, pl_pool *p, size_t size, void *stream, void *
         p->cap_blocks = cap;
     }
     cmb_status st = segment_alloc(d, (size_t)rounded, stream, &ptr);
+    if (st != CMB_OK && pool_may_trim(d)) {
+        /* The memory the policy caches serves the pool: released, then retried. */
+        d->m->trim(d->policy);
+        d->pool_trims++;
+        st = segment_alloc(d, (size_t)rounded, stream, &ptr);
+    }
     if (st != CMB_OK) {
-        _cmb_pl_report_oom(d, size, st, "the graph pool's segment");
+        _cmb_pl_report_oom(d, size, st,
+                           pool_may_trim(d) ? "the graph pool's segment, after the policy released its cached memory"
+                           : d->m->trim ? "the graph pool's segment (the policy's cached memory cannot be released "
+                                          "during a capture over the cuda upstream: cudaFree synchronizes the device)"
+                                        : "the graph pool's segment");
         return -1;
     }
     if (cmb_hashmap_put(&p->index, (uint64_t)(uintptr_t)ptr, p->n_blocks) ||

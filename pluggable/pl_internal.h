@@ -117,6 +117,7 @@ typedef struct pl_device {
     cmb_hashmap pool_of;       /* ptr -> pl_pool*, blocks of private pools (live or not) */
     uint64_t pools_reserved, pools_allocated;
     uint64_t pools_direct;     /* of pools_reserved, cudaMalloc'd beside the upstream (vmm) */
+    uint64_t pool_trims;       /* policy trims a pool's allocation asked for */
     double fraction;           /* set_per_process_memory_fraction, 0: none */
     uint64_t capacity;          /* CMB_CAPACITY when the instance was made (0: none) */
     int64_t total_unfractioned; /* the device's bytes before the fraction (after CMB_CAPACITY) */

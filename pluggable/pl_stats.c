@@ -143,7 +143,7 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
         out->upstream_allocs = (int64_t)ps.upstream_allocs;
         out->upstream_frees = (int64_t)ps.upstream_frees;
     }
-    out->oom_retries = (int64_t)ps.oom_retries;
+    out->oom_retries = (int64_t)ps.oom_retries + (int64_t)d->pool_trims; /* a pool's retry after a trim counts */
     out->allocs = d->allocs;
     out->frees = d->frees;
     out->ooms = d->ooms;

@@ -366,6 +366,41 @@ static void graph_pool_released_with_live_block(void **state)
     assert_int_equal(stats_of(dev).allocated_current, 0);
 }
 
+/* Serving under cmb@vmm: every capture ran out of memory while the policy
+ * held gigabytes free. A pool's allocation the upstream refuses asks the
+ * policy to release its cached memory and retries (over vmm and the sim;
+ * over cuda cudaFree would end the capture). */
+static void pool_takes_the_policys_cache(void **state)
+{
+    (void)state;
+    const int dev = 23;
+    void *a = STREAM(50), *cap = STREAM(51);
+    configure_ok("torch-caching@sim", 64 * MiB);
+    void *big = cmb_torch_malloc(40 * MiB, dev, a);
+    void *keep = cmb_torch_malloc(4 * MiB, dev, a);
+    assert_non_null(big);
+    cmb_torch_free(big, 40 * MiB, dev, a); /* cached by the policy */
+    cmb_pluggable_memstats s0 = stats_of(dev);
+    assert_true(s0.reserved_current >= (int64_t)(40 * MiB));
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 23, 0, only_stream, cap, NULL), 0);
+    void *g = cmb_torch_malloc(30 * MiB, dev, cap); /* 30 MiB more than the cap leaves */
+    assert_non_null(g);
+    cmb_pluggable_memstats s1 = stats_of(dev);
+    assert_true(s1.reserved_current <= (int64_t)(64 * MiB));
+    assert_true(s1.reserved_current < s0.reserved_current + (int64_t)(30 * MiB)); /* the cache went */
+    assert_int_equal(s1.ooms, s0.ooms);
+    assert_int_equal(s1.oom_retries, s0.oom_retries + 1);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+    /* The cap itself: nothing left to release, one line that says so. */
+    assert_null(cmb_torch_malloc(40 * MiB, dev, cap));
+    expect_error("after the policy released its cached memory");
+    assert_int_equal(cmb_pluggable_pool_end(dev, 23, 0), 0);
+    cmb_torch_free(g, 30 * MiB, dev, cap);
+    cmb_torch_free(keep, 4 * MiB, dev, a);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 23, 0), 0);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+}
+
 /* --- memory fraction ------------------------------------------------------------------ */
 
 static void memory_fraction_caps(void **state)
@@ -497,7 +532,7 @@ int main(void)
         cmocka_unit_test(graph_pool_private),          cmocka_unit_test(mem_pool_context),
         cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(policy_frees_wait_for_capture_end),
         cmocka_unit_test(capture_makes_no_forbidden_call), cmocka_unit_test(graph_pool_released_with_live_block),
-        cmocka_unit_test(memory_fraction_caps),
+        cmocka_unit_test(pool_takes_the_policys_cache), cmocka_unit_test(memory_fraction_caps),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
