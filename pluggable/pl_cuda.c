@@ -31,6 +31,16 @@ int _cmb_pl_enter(int device, int *saved, char *err, size_t errlen)
     return 0;
 }
 
+int _cmb_pl_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 void _cmb_pl_clear_error(void)
 {
     cudaGetLastError();

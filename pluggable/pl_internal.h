@@ -79,6 +79,7 @@ typedef struct pl_device {
     pthread_mutex_t lock;
     int ordinal;
     int real; /* on a GPU: device guard and cudaMemGetInfo sampling */
+    int guard; /* real with more than one device visible: the guard around each call */
     char spec[512];
     const cmb_allocator_methods *m;
     void *policy;
@@ -226,6 +227,8 @@ void _cmb_pl_trace_finish_at_exit(void);
  * already was. 0, or -1 with a reason. */
 int _cmb_pl_enter(int device, int *saved, char *err, size_t errlen);
 void _cmb_pl_leave(int saved);
+/* The number of devices visible to the process (0 when the runtime cannot say). */
+int _cmb_pl_device_count(void);
 /* Clears the calling thread's last CUDA error after one of the library's
  * own calls failed, so the host's next cudaGetLastError (PyTorch's launch
  * check) does not report it as its own. Sticky errors stay, as they must. */
