@@ -220,6 +220,7 @@ static int record_locked(pl_device *d, void *ptr, void *stream)
             free(u);
             return -1;
         }
+        atomic_fetch_add_explicit(&d->uses_n, 1, memory_order_release);
     }
     return use_add(u, stream);
 }
@@ -272,6 +273,7 @@ static pl_use *take_uses(pl_device *d, void *ptr, void *stream)
         return NULL;
     pl_use *u = (pl_use *)(uintptr_t)v;
     uint32_t k = 0;
+    atomic_fetch_sub_explicit(&d->uses_n, 1, memory_order_release);
     for (uint32_t i = 0; i < u->n; i++) /* its own stream orders itself */
         if (u->streams[i] != stream)
             u->streams[k++] = u->streams[i];
@@ -442,6 +444,7 @@ static void pool_destroy_if_done(pl_device *d, pl_pool *p)
         segment_free(d, p->blocks[i].ptr, (size_t)p->blocks[i].size);
     }
     d->pools_reserved -= p->reserved;
+    atomic_fetch_sub_explicit(&d->pools_n, 1, memory_order_release);
     for (pl_pool **pp = &d->pools; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;
@@ -546,6 +549,7 @@ static int pool_begin_locked(pl_device *d, uint64_t id0, uint64_t id1, int (*fil
         p->id1 = id1;
         p->next = d->pools;
         d->pools = p;
+        atomic_fetch_add_explicit(&d->pools_n, 1, memory_order_release);
     }
     pool_drop_filter(p); /* the latest begin's filter routes */
     p->filter = filter;

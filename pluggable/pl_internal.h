@@ -39,6 +39,7 @@ typedef struct pl_use {
 } pl_use;
 
 struct pl_pool;
+typedef struct pl_tcache pl_tcache;
 
 /* A block freed while work of its foreign streams may still read it: it
  * goes back to the policy (or its pool) once every event completed. */
@@ -122,6 +123,10 @@ typedef struct pl_device {
     double fraction;           /* set_per_process_memory_fraction, 0: none */
     uint64_t capacity;          /* CMB_CAPACITY when the instance was made (0: none) */
     int64_t total_unfractioned; /* the device's bytes before the fraction (after CMB_CAPACITY) */
+    _Atomic int pools_n;       /* private pools that exist (the thread caches stand aside) */
+    _Atomic int uses_n;        /* blocks with a record_stream use */
+    _Atomic int tracing;       /* a trace records this device */
+    pl_tcache *tcaches;        /* the threads' caches (pl_tcache.c) */
     _Atomic int64_t capture_faults; /* sim: calls a capture underway forbids (tests) */
     /* the last stream seen and its id: most programs use one or two */
     void *last_stream;
@@ -198,6 +203,21 @@ void _cmb_pl_unrelax(pl_device *d, int mode);
 /* Counts a call a capture forbids, when one is underway (sim only).
  * `relaxed_ok`: relaxed mode allows it (an upstream allocation). */
 void _cmb_pl_capture_check(pl_device *d, int relaxed_ok);
+
+/* --- pl_tcache.c ----------------------------------------------------------------- */
+
+extern _Atomic uint64_t _cmb_pl_tc_limit;
+/* A block of exactly `size` on `stream` from the calling thread's cache, or
+ * NULL (no lock of the device taken). */
+void *_cmb_pl_tc_get(pl_device *d, size_t size, void *stream);
+/* 1 when the calling thread's cache kept the freed block. */
+int _cmb_pl_tc_put(pl_device *d, void *ptr, size_t size, void *stream);
+/* Every thread's cached blocks back to the policy (device lock held). */
+void _cmb_pl_tc_flush_locked(pl_device *d);
+typedef struct pl_tc_sums {
+    int64_t allocs, frees, requested, blocks, held;
+} pl_tc_sums;
+void _cmb_pl_tc_sum_locked(pl_device *d, pl_tc_sums *out);
 
 /* --- pl_stats.c ------------------------------------------------------------------ */
 

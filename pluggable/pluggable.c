@@ -203,6 +203,16 @@ static void read_capacity(const char *v)
         cfg.capacity = bytes;
 }
 
+static void read_thread_cache(const char *v)
+{
+    char why[160];
+    uint64_t bytes;
+    if (cmb_parse_size_strict(v, "B", &bytes, why, sizeof why))
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_THREAD_CACHE='%s' is not a size (e.g. 16MiB): %s", v, why);
+    else
+        cmb_pluggable_set_thread_cache(bytes);
+}
+
 /* The environment, once per process, before the first configure() or the
  * first allocation, whichever comes first. Its settings are defaults the
  * API calls override. */
@@ -219,6 +229,8 @@ static void read_environment(void)
     }
     if ((v = getenv("CMB_CAPACITY")) && *v)
         read_capacity(v);
+    if ((v = getenv("CMB_THREAD_CACHE")) && *v)
+        read_thread_cache(v);
     if ((v = getenv("CMB_ALLOCATOR")) && *v) {
         cmb_alloc_spec *s;
         const cmb_allocator_methods *m;
@@ -626,6 +638,11 @@ static cmb_status policy_allocate(pl_device *d, size_t size, void *stream, void 
 {
     _cmb_pl_capture_check(d, 1); /* it may call its upstream: the caller relaxed the mode */
     cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
+    if (st != CMB_OK && d->tcaches) {
+        /* The threads' cached blocks are the policy's free memory first. */
+        _cmb_pl_tc_flush_locked(d);
+        st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
+    }
     if (st != CMB_OK && d->n_deferred) {
         /* As PyTorch's allocator synchronizes its pending events before it
          * gives up: blocks waiting on other streams' work may serve it. */
@@ -707,6 +724,9 @@ void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
     pl_device *d = _cmb_pl_get_device(device);
     if (!d)
         return NULL;
+    if (!keep && atomic_load_explicit(&_cmb_pl_tc_limit, memory_order_relaxed) &&
+        (p = _cmb_pl_tc_get(d, size, stream)))
+        return p;
     if (d->guard && _cmb_pl_enter(device, &saved, err, sizeof err)) {
         _cmb_pl_error(1, "%s", err);
         return NULL;
@@ -813,6 +833,9 @@ void _cmb_pl_free(void *ptr, size_t size, int device, void *stream, int known)
         _cmb_pl_error(1, "free of %p on device %d, which has no allocator instance (ignored)", ptr, device);
         return;
     }
+    if (known && size && atomic_load_explicit(&_cmb_pl_tc_limit, memory_order_relaxed) &&
+        _cmb_pl_tc_put(d, ptr, size, stream))
+        return;
     if (d->guard && _cmb_pl_enter(device, &saved, err, sizeof err)) {
         _cmb_pl_error(1, "%s", err);
         return;
@@ -889,6 +912,8 @@ static void trim_locked(pl_device *d)
     int saved = -1;
     if (d->n_deferred)
         _cmb_pl_collect_deferred(d, 0);
+    if (d->tcaches)
+        _cmb_pl_tc_flush_locked(d);
     /* A trim frees memory (cudaFree synchronizes): never while a graph captures. */
     if (!d->m->trim || atomic_load_explicit(&d->pools_active, memory_order_relaxed))
         return;
