@@ -638,7 +638,7 @@ static cmb_status policy_allocate(pl_device *d, size_t size, void *stream, void 
 {
     _cmb_pl_capture_check(d, 1); /* it may call its upstream: the caller relaxed the mode */
     cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
-    if (st != CMB_OK && d->tcaches) {
+    if (st != CMB_OK && d->tcaches && !atomic_load_explicit(&d->pools_active, memory_order_relaxed)) {
         /* The threads' cached blocks are the policy's free memory first. */
         _cmb_pl_tc_flush_locked(d);
         st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
@@ -912,16 +912,19 @@ static void trim_locked(pl_device *d)
     int saved = -1;
     if (d->n_deferred)
         _cmb_pl_collect_deferred(d, 0);
-    if (d->tcaches)
-        _cmb_pl_tc_flush_locked(d);
-    /* A trim frees memory (cudaFree synchronizes): never while a graph captures. */
-    if (!d->m->trim || atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+    /* A trim frees memory (cudaFree synchronizes), and a policy's free may
+     * touch events: neither while a graph captures. */
+    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+        return;
+    if (!d->m->trim && !d->tcaches)
         return;
     if (d->real && _cmb_pl_enter(d->ordinal, &saved, err, sizeof err)) {
         _cmb_pl_error(1, "%s", err);
         return;
     }
-    cmb_status st = d->m->trim(d->policy);
+    if (d->tcaches)
+        _cmb_pl_tc_flush_locked(d); /* the threads' cached blocks first: the trim may then release them */
+    cmb_status st = d->m->trim ? d->m->trim(d->policy) : CMB_OK;
     if (st != CMB_OK)
         _cmb_pl_error(1, "device %d: empty_cache: %s", d->ordinal, cmb_status_str(st));
     if (d->real)
