@@ -180,10 +180,22 @@ CMB_PL_API int cmb_pluggable_pool_release(int device, uint64_t id0, uint64_t id1
  * applies when the instance is created. 1 lifts it. 0 or -1. */
 CMB_PL_API int cmb_pluggable_set_memory_fraction(double fraction, int device);
 
+/* Each thread keeps up to `bytes` (and 16 blocks) per device of the blocks
+ * PyTorch's pair frees, for its own next requests of the same size on the
+ * same stream, without the device's lock (docs/pluggable.md, "Thread
+ * caches"); 0 (the default, or CMB_THREAD_CACHE) turns it off. 0. */
+CMB_PL_API int cmb_pluggable_set_thread_cache(uint64_t bytes);
+
 /* Tests over the sim upstream, whose work completes when issued: while
  * `held`, the events the library records on `stream` stay pending, as on a
  * GPU still running that stream's kernels; releasing completes them. */
 CMB_PL_API int cmb_pluggable_sim_hold_stream(void *stream, int held);
+
+/* Tests over the sim upstream: how many calls the library made on `device`
+ * that a CUDA stream capture underway forbids (an upstream allocation
+ * outside relaxed capture mode, an event recorded, queried or waited for,
+ * memory given back to the upstream). -1 when the device has no instance. */
+CMB_PL_API int64_t cmb_pluggable_sim_capture_faults(int device);
 
 /* --- statistics and control ------------------------------------------------------ */
 

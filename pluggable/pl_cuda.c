@@ -31,6 +31,16 @@ int _cmb_pl_enter(int device, int *saved, char *err, size_t errlen)
     return 0;
 }
 
+int _cmb_pl_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 void _cmb_pl_clear_error(void)
 {
     cudaGetLastError();
@@ -81,6 +91,30 @@ void _cmb_pl_cuda_event_wait(void *ev)
 void _cmb_pl_cuda_event_destroy(void *ev)
 {
     cudaEventDestroy((cudaEvent_t)ev);
+}
+
+/* --- stream capture ------------------------------------------------------------------ */
+
+/* While a stream captures in global mode, cudaMalloc from any thread is a
+ * prohibited call that invalidates the capture; relaxed mode allows it and
+ * the capture ignores it. PyTorch's own allocator switches the calling
+ * thread the same way around cudaMalloc while a capture is underway
+ * (c10/cuda/CUDACachingAllocator.cpp, cudaMallocMaybeCapturing, PyTorch 2.11). */
+int _cmb_pl_capture_relax(void)
+{
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return (int)m;
+}
+
+void _cmb_pl_capture_restore(int mode)
+{
+    enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)mode;
+    if (mode >= 0 && cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess)
+        cudaGetLastError();
 }
 
 int _cmb_pl_cuda_malloc(size_t size, void **ptr)

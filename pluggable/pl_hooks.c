@@ -114,20 +114,62 @@ static int sim_done(pl_sim_event *e)
 
 int _cmb_pl_event_record(pl_device *d, void *stream, void **ev)
 {
-    return d->real ? _cmb_pl_cuda_event_record(stream, ev) : sim_record(stream, ev);
+    if (d->real)
+        return _cmb_pl_cuda_event_record(stream, ev);
+    _cmb_pl_capture_check(d, 0);
+    return sim_record(stream, ev);
 }
 
 int _cmb_pl_event_done(pl_device *d, void *ev)
 {
-    return d->real ? _cmb_pl_cuda_event_done(ev) : sim_done(ev);
+    if (d->real)
+        return _cmb_pl_cuda_event_done(ev);
+    _cmb_pl_capture_check(d, 0);
+    return sim_done(ev);
 }
 
 void _cmb_pl_event_wait(pl_device *d, void *ev)
 {
-    if (d->real)
+    if (d->real) {
         _cmb_pl_cuda_event_wait(ev);
+        return;
+    }
+    _cmb_pl_capture_check(d, 0);
+    ((pl_sim_event *)ev)->done = 1;
+}
+
+/* --- capture mode ------------------------------------------------------------------------- */
+
+static _Thread_local int tl_sim_relaxed; /* the sim's per-thread capture mode */
+
+int _cmb_pl_relax(pl_device *d)
+{
+    if (d->real)
+        return _cmb_pl_capture_relax();
+    return tl_sim_relaxed++;
+}
+
+void _cmb_pl_unrelax(pl_device *d, int mode)
+{
+    if (mode == PL_NO_MODE)
+        return;
+    if (d->real)
+        _cmb_pl_capture_restore(mode);
     else
-        ((pl_sim_event *)ev)->done = 1;
+        tl_sim_relaxed = mode;
+}
+
+void _cmb_pl_capture_check(pl_device *d, int relaxed_ok)
+{
+    if (!d->real && atomic_load_explicit(&d->pools_active, memory_order_relaxed) &&
+        !(relaxed_ok && tl_sim_relaxed))
+        atomic_fetch_add_explicit(&d->capture_faults, 1, memory_order_relaxed);
+}
+
+int64_t cmb_pluggable_sim_capture_faults(int device)
+{
+    pl_device *d = _cmb_pl_ready(device);
+    return d ? atomic_load_explicit(&d->capture_faults, memory_order_relaxed) : -1;
 }
 
 void _cmb_pl_event_destroy(pl_device *d, void *ev)
@@ -178,6 +220,7 @@ static int record_locked(pl_device *d, void *ptr, void *stream)
             free(u);
             return -1;
         }
+        atomic_fetch_add_explicit(&d->uses_n, 1, memory_order_release);
     }
     return use_add(u, stream);
 }
@@ -230,6 +273,7 @@ static pl_use *take_uses(pl_device *d, void *ptr, void *stream)
         return NULL;
     pl_use *u = (pl_use *)(uintptr_t)v;
     uint32_t k = 0;
+    atomic_fetch_sub_explicit(&d->uses_n, 1, memory_order_release);
     for (uint32_t i = 0; i < u->n; i++) /* its own stream orders itself */
         if (u->streams[i] != stream)
             u->streams[k++] = u->streams[i];
@@ -306,6 +350,10 @@ static int deferred_done(pl_device *d, pl_deferred *f, int wait)
 void _cmb_pl_collect_deferred(pl_device *d, int wait)
 {
     uint32_t k = 0;
+    /* A capture forbids querying, waiting for or recording events, and the
+     * policy's free may do either: the capture's end collects them. */
+    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+        return;
     for (uint32_t i = 0; i < d->n_deferred; i++) {
         pl_deferred *f = &d->deferred[i];
         if (!deferred_done(d, f, wait)) {
@@ -353,6 +401,7 @@ static int pool_direct(const pl_device *d)
 
 static cmb_status segment_alloc(pl_device *d, size_t size, void *stream, void **ptr)
 {
+    _cmb_pl_capture_check(d, 1); /* the caller relaxed the capture mode */
     if (!pool_direct(d))
         return cmb_up_alloc(d->up, size, (cmb_stream)stream, ptr);
     if (_cmb_pl_cuda_malloc(size, ptr))
@@ -363,12 +412,25 @@ static cmb_status segment_alloc(pl_device *d, size_t size, void *stream, void **
 
 static void segment_free(pl_device *d, void *ptr, size_t size)
 {
+    _cmb_pl_capture_check(d, 0);
     if (!pool_direct(d)) {
         cmb_up_free(d->up, ptr, size, NULL);
         return;
     }
     _cmb_pl_cuda_free(ptr);
     d->pools_direct -= size;
+}
+
+/* Whether a pool's allocation that found no memory may ask the policy to
+ * release what it caches, while a capture may be underway: over vmm its
+ * upstream gives pages back with cuMemUnmap and cuMemRelease, which are no
+ * stream operations (a policy's trim synchronizes only the streams it
+ * allocated on, never the captured ones, whose allocations are the pool's);
+ * over cuda, cudaFree synchronizes the device and would end the capture.
+ * The sim stands for vmm. */
+static int pool_may_trim(const pl_device *d)
+{
+    return d->m->trim && d->up && (!d->real || !strcmp(d->up->name, "vmm"));
 }
 
 /* Returns a released, empty pool's segments to the upstream and unlinks it
@@ -382,6 +444,7 @@ static void pool_destroy_if_done(pl_device *d, pl_pool *p)
         segment_free(d, p->blocks[i].ptr, (size_t)p->blocks[i].size);
     }
     d->pools_reserved -= p->reserved;
+    atomic_fetch_sub_explicit(&d->pools_n, 1, memory_order_release);
     for (pl_pool **pp = &d->pools; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;
@@ -412,8 +475,18 @@ static int pool_take(pl_device *d, pl_pool *p, size_t size, void *stream, void *
         p->cap_blocks = cap;
     }
     cmb_status st = segment_alloc(d, (size_t)rounded, stream, &ptr);
+    if (st != CMB_OK && pool_may_trim(d)) {
+        /* The memory the policy caches serves the pool: released, then retried. */
+        d->m->trim(d->policy);
+        d->pool_trims++;
+        st = segment_alloc(d, (size_t)rounded, stream, &ptr);
+    }
     if (st != CMB_OK) {
-        _cmb_pl_report_oom(d, size, st, "the graph pool's segment");
+        _cmb_pl_report_oom(d, size, st,
+                           pool_may_trim(d) ? "the graph pool's segment, after the policy released its cached memory"
+                           : d->m->trim ? "the graph pool's segment (the policy's cached memory cannot be released "
+                                          "during a capture over the cuda upstream: cudaFree synchronizes the device)"
+                                        : "the graph pool's segment");
         return -1;
     }
     if (cmb_hashmap_put(&p->index, (uint64_t)(uintptr_t)ptr, p->n_blocks) ||
@@ -476,6 +549,7 @@ static int pool_begin_locked(pl_device *d, uint64_t id0, uint64_t id1, int (*fil
         p->id1 = id1;
         p->next = d->pools;
         d->pools = p;
+        atomic_fetch_add_explicit(&d->pools_n, 1, memory_order_release);
     }
     pool_drop_filter(p); /* the latest begin's filter routes */
     p->filter = filter;
@@ -512,11 +586,25 @@ out_ctx:
     return -1;
 }
 
+/* pool_end and pool_release may give memory back (cudaFree): on the pool's
+ * device, whichever is the caller's (PyTorch's reset runs in a destructor). */
+static int enter(pl_device *d, int *saved)
+{
+    char err[PL_ERR_LEN];
+    *saved = -1;
+    if (d->real && _cmb_pl_enter(d->ordinal, saved, err, sizeof err)) {
+        _cmb_pl_error(1, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
 int cmb_pluggable_pool_end(int device, uint64_t id0, uint64_t id1)
 {
     pl_device *d = _cmb_pl_ready(device);
     pl_pool *p;
-    if (!d)
+    int saved;
+    if (!d || enter(d, &saved))
         return -1;
     pthread_mutex_lock(&d->lock);
     if ((p = pool_find(d, id0, id1)) && p->active && --p->active == 0) {
@@ -534,6 +622,8 @@ int cmb_pluggable_pool_end(int device, uint64_t id0, uint64_t id1)
         }
     }
     pthread_mutex_unlock(&d->lock);
+    if (d->real)
+        _cmb_pl_leave(saved);
     return p ? 0 : -1;
 }
 
@@ -541,7 +631,8 @@ int cmb_pluggable_pool_release(int device, uint64_t id0, uint64_t id1)
 {
     pl_device *d = _cmb_pl_ready(device);
     pl_pool *p;
-    if (!d)
+    int saved;
+    if (!d || enter(d, &saved))
         return -1;
     pthread_mutex_lock(&d->lock);
     if ((p = pool_find(d, id0, id1)) != NULL) {
@@ -549,6 +640,8 @@ int cmb_pluggable_pool_release(int device, uint64_t id0, uint64_t id1)
         pool_destroy_if_done(d, p);
     }
     pthread_mutex_unlock(&d->lock);
+    if (d->real)
+        _cmb_pl_leave(saved);
     return p ? 0 : -1;
 }
 

@@ -39,6 +39,7 @@ typedef struct pl_use {
 } pl_use;
 
 struct pl_pool;
+typedef struct pl_tcache pl_tcache;
 
 /* A block freed while work of its foreign streams may still read it: it
  * goes back to the policy (or its pool) once every event completed. */
@@ -79,6 +80,7 @@ typedef struct pl_device {
     pthread_mutex_t lock;
     int ordinal;
     int real; /* on a GPU: device guard and cudaMemGetInfo sampling */
+    int guard; /* real with more than one device visible: the guard around each call */
     char spec[512];
     const cmb_allocator_methods *m;
     void *policy;
@@ -117,9 +119,15 @@ typedef struct pl_device {
     cmb_hashmap pool_of;       /* ptr -> pl_pool*, blocks of private pools (live or not) */
     uint64_t pools_reserved, pools_allocated;
     uint64_t pools_direct;     /* of pools_reserved, cudaMalloc'd beside the upstream (vmm) */
+    uint64_t pool_trims;       /* policy trims a pool's allocation asked for */
     double fraction;           /* set_per_process_memory_fraction, 0: none */
     uint64_t capacity;          /* CMB_CAPACITY when the instance was made (0: none) */
     int64_t total_unfractioned; /* the device's bytes before the fraction (after CMB_CAPACITY) */
+    _Atomic int pools_n;       /* private pools that exist (the thread caches stand aside) */
+    _Atomic int uses_n;        /* blocks with a record_stream use */
+    _Atomic int tracing;       /* a trace records this device */
+    pl_tcache *tcaches;        /* the threads' caches (pl_tcache.c) */
+    _Atomic int64_t capture_faults; /* sim: calls a capture underway forbids (tests) */
     /* the last stream seen and its id: most programs use one or two */
     void *last_stream;
     uint32_t last_sid;
@@ -183,6 +191,34 @@ int _cmb_pl_event_done(pl_device *d, void *ev);   /* 1 done, 0 pending */
 void _cmb_pl_event_wait(pl_device *d, void *ev);
 void _cmb_pl_event_destroy(pl_device *d, void *ev);
 
+/* While a capture is underway (pools_active), the upstream calls of the
+ * calling thread run in relaxed capture mode: _cmb_pl_relax returns the
+ * mode to restore (PL_NO_MODE when nothing changed). Over the sim upstream
+ * the mode is the thread's own flag, and a call the capture would forbid
+ * (an upstream call outside relaxed mode, an event, a free of memory) is
+ * counted in capture_faults, which the tests read. */
+#define PL_NO_MODE (-1)
+int _cmb_pl_relax(pl_device *d);
+void _cmb_pl_unrelax(pl_device *d, int mode);
+/* Counts a call a capture forbids, when one is underway (sim only).
+ * `relaxed_ok`: relaxed mode allows it (an upstream allocation). */
+void _cmb_pl_capture_check(pl_device *d, int relaxed_ok);
+
+/* --- pl_tcache.c ----------------------------------------------------------------- */
+
+extern _Atomic uint64_t _cmb_pl_tc_limit;
+/* A block of exactly `size` on `stream` from the calling thread's cache, or
+ * NULL (no lock of the device taken). */
+void *_cmb_pl_tc_get(pl_device *d, size_t size, void *stream);
+/* 1 when the calling thread's cache kept the freed block. */
+int _cmb_pl_tc_put(pl_device *d, void *ptr, size_t size, void *stream);
+/* Every thread's cached blocks back to the policy (device lock held). */
+void _cmb_pl_tc_flush_locked(pl_device *d);
+typedef struct pl_tc_sums {
+    int64_t allocs, frees, requested, blocks, held;
+} pl_tc_sums;
+void _cmb_pl_tc_sum_locked(pl_device *d, pl_tc_sums *out);
+
 /* --- pl_stats.c ------------------------------------------------------------------ */
 
 /* After a successful allocation, under the device's lock: 1 when the
@@ -211,6 +247,8 @@ void _cmb_pl_trace_finish_at_exit(void);
  * already was. 0, or -1 with a reason. */
 int _cmb_pl_enter(int device, int *saved, char *err, size_t errlen);
 void _cmb_pl_leave(int saved);
+/* The number of devices visible to the process (0 when the runtime cannot say). */
+int _cmb_pl_device_count(void);
 /* Clears the calling thread's last CUDA error after one of the library's
  * own calls failed, so the host's next cudaGetLastError (PyTorch's launch
  * check) does not report it as its own. Sticky errors stay, as they must. */
@@ -223,6 +261,10 @@ void _cmb_pl_cuda_event_destroy(void *ev);
 /* The device a stream belongs to (the current device for the legacy
  * stream or when the runtime cannot say). */
 int _cmb_pl_stream_device(void *stream);
+/* The calling thread's capture mode set to relaxed: the mode to give back
+ * to _cmb_pl_capture_restore (-1: unchanged). */
+int _cmb_pl_capture_relax(void);
+void _cmb_pl_capture_restore(int mode);
 /* cudaMalloc / cudaFree on the current device (graph pools over vmm): 0 or -1. */
 int _cmb_pl_cuda_malloc(size_t size, void **ptr);
 void _cmb_pl_cuda_free(void *ptr);

@@ -113,8 +113,10 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
     policy_stats(d, &ps);
     out->active = 1;
     out->valid = ps.valid;
-    out->requested_current = d->requested.current;
-    out->requested_peak = d->requested.peak;
+    pl_tc_sums tc;
+    _cmb_pl_tc_sum_locked(d, &tc); /* the threads' caches: what the program did there */
+    out->requested_current = d->requested.current + tc.requested;
+    out->requested_peak = d->requested.peak > out->requested_current ? d->requested.peak : out->requested_current;
     /* A graph's private pools are the library's own blocks beside the
      * policy's; their segments come from the same upstream, whose held
      * bytes are the policy's reserved bytes (cmb_upstream.h). */
@@ -131,8 +133,8 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
         out->allocated_peak = out->allocated_current;
     if (out->reserved_peak < out->reserved_current)
         out->reserved_peak = out->reserved_current;
-    out->blocks_current = d->blocks.current;
-    out->blocks_peak = d->blocks.peak;
+    out->blocks_current = d->blocks.current + tc.blocks;
+    out->blocks_peak = d->blocks.peak > out->blocks_current ? d->blocks.peak : out->blocks_current;
     out->largest_free = (int64_t)ps.largest_free;
     if (d->up) {
         int64_t outstanding = (int64_t)d->up->stats.alloc_calls - (int64_t)d->up->stats.free_calls;
@@ -143,9 +145,9 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
         out->upstream_allocs = (int64_t)ps.upstream_allocs;
         out->upstream_frees = (int64_t)ps.upstream_frees;
     }
-    out->oom_retries = (int64_t)ps.oom_retries;
-    out->allocs = d->allocs;
-    out->frees = d->frees;
+    out->oom_retries = (int64_t)ps.oom_retries + (int64_t)d->pool_trims; /* a pool's retry after a trim counts */
+    out->allocs = d->allocs + tc.allocs;
+    out->frees = d->frees + tc.frees;
     out->ooms = d->ooms;
     out->bad_frees = d->bad_frees;
     out->streams = (int64_t)d->n_streams - 1 + d->null_stream_used;

@@ -58,6 +58,7 @@ int _cmb_pl_trace_open(pl_device *d, char *err, size_t errlen)
     }
     d->trace = w;
     d->trace_gen = _cmb_pl_trace_gen;
+    atomic_store_explicit(&d->tracing, 1, memory_order_release);
     return 0;
 }
 
@@ -81,6 +82,7 @@ int _cmb_pl_trace_close(pl_device *d, char *err, size_t errlen)
     int rc = cmb_trace_writer_close(d->trace, err, errlen);
     free(d->trace);
     d->trace = NULL;
+    atomic_store_explicit(&d->tracing, 0, memory_order_release);
     return rc;
 }
 
@@ -93,6 +95,7 @@ static void discard(pl_device *d)
     cmb_hashmap_free(&d->trace->ptr_to_id);
     free(d->trace);
     d->trace = NULL;
+    atomic_store_explicit(&d->tracing, 0, memory_order_release);
 }
 
 /* --- fork ------------------------------------------------------------------------ */

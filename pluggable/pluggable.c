@@ -203,6 +203,16 @@ static void read_capacity(const char *v)
         cfg.capacity = bytes;
 }
 
+static void read_thread_cache(const char *v)
+{
+    char why[160];
+    uint64_t bytes;
+    if (cmb_parse_size_strict(v, "B", &bytes, why, sizeof why))
+        snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_THREAD_CACHE='%s' is not a size (e.g. 16MiB): %s", v, why);
+    else
+        cmb_pluggable_set_thread_cache(bytes);
+}
+
 /* The environment, once per process, before the first configure() or the
  * first allocation, whichever comes first. Its settings are defaults the
  * API calls override. */
@@ -219,6 +229,8 @@ static void read_environment(void)
     }
     if ((v = getenv("CMB_CAPACITY")) && *v)
         read_capacity(v);
+    if ((v = getenv("CMB_THREAD_CACHE")) && *v)
+        read_thread_cache(v);
     if ((v = getenv("CMB_ALLOCATOR")) && *v) {
         cmb_alloc_spec *s;
         const cmb_allocator_methods *m;
@@ -436,6 +448,9 @@ static int create_device(pl_device *d, int device, char *err, size_t errlen)
         goto out_leave;
     if (d->real)
         _cmb_pl_leave(saved);
+    /* With one device visible the current device is always it: the guard's
+     * cudaGetDevice, a third of the library's cost per pair, is skipped. */
+    d->guard = d->real && _cmb_pl_device_count() != 1;
     if (_cmb_pl_trace_gen && _cmb_pl_trace_open(d, err, errlen))
         _cmb_pl_error(1, "%s (the program runs on, unrecorded)", err);
     return 0;
@@ -621,7 +636,13 @@ static int too_large(pl_device *d, size_t size)
 
 static cmb_status policy_allocate(pl_device *d, size_t size, void *stream, void **p)
 {
+    _cmb_pl_capture_check(d, 1); /* it may call its upstream: the caller relaxed the mode */
     cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
+    if (st != CMB_OK && d->tcaches && !atomic_load_explicit(&d->pools_active, memory_order_relaxed)) {
+        /* The threads' cached blocks are the policy's free memory first. */
+        _cmb_pl_tc_flush_locked(d);
+        st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
+    }
     if (st != CMB_OK && d->n_deferred) {
         /* As PyTorch's allocator synchronizes its pending events before it
          * gives up: blocks waiting on other streams' work may serve it. */
@@ -704,25 +725,33 @@ static void *pool_alloc_locked(pl_device *d, size_t size, void *stream, int keep
 void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
 {
     char err[PL_ERR_LEN];
-    int saved = -1, grew = 0, taken = 0;
+    int saved = -1, grew = 0, taken = 0, mode = PL_NO_MODE;
     void *p = NULL;
     if (!size)
         return NULL; /* as PyTorch's and CuPy's own allocators answer 0 bytes */
     pl_device *d = _cmb_pl_get_device(device);
     if (!d)
         return NULL;
-    if (d->real && _cmb_pl_enter(device, &saved, err, sizeof err)) {
+    if (!keep && atomic_load_explicit(&_cmb_pl_tc_limit, memory_order_relaxed) &&
+        (p = _cmb_pl_tc_get(d, size, stream)))
+        return p;
+    if (d->guard && _cmb_pl_enter(device, &saved, err, sizeof err)) {
         _cmb_pl_error(1, "%s", err);
         return NULL;
     }
     pthread_mutex_lock(&d->lock);
-    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed)) {
+        /* A capture may be underway (begin comes before cudaStreamBeginCapture):
+         * the upstream's cudaMalloc must not end it. */
+        mode = _cmb_pl_relax(d);
         p = pool_alloc_locked(d, size, stream, keep, &taken);
+    }
     if (!taken)
         p = alloc_locked(d, size, stream, keep, &grew);
     pthread_mutex_unlock(&d->lock);
     if (grew)
         _cmb_pl_sample_device(d); /* cudaMemGetInfo: microseconds, never under the lock */
+    _cmb_pl_unrelax(d, mode);
     if (d->real)
         _cmb_pl_leave(saved);
     return p;
@@ -812,7 +841,10 @@ void _cmb_pl_free(void *ptr, size_t size, int device, void *stream, int known)
         _cmb_pl_error(1, "free of %p on device %d, which has no allocator instance (ignored)", ptr, device);
         return;
     }
-    if (d->real && _cmb_pl_enter(device, &saved, err, sizeof err)) {
+    if (known && size && atomic_load_explicit(&_cmb_pl_tc_limit, memory_order_relaxed) &&
+        _cmb_pl_tc_put(d, ptr, size, stream))
+        return;
+    if (d->guard && _cmb_pl_enter(device, &saved, err, sizeof err)) {
         _cmb_pl_error(1, "%s", err);
         return;
     }
@@ -888,14 +920,19 @@ static void trim_locked(pl_device *d)
     int saved = -1;
     if (d->n_deferred)
         _cmb_pl_collect_deferred(d, 0);
-    /* A trim frees memory (cudaFree synchronizes): never while a graph captures. */
-    if (!d->m->trim || atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+    /* A trim frees memory (cudaFree synchronizes), and a policy's free may
+     * touch events: neither while a graph captures. */
+    if (atomic_load_explicit(&d->pools_active, memory_order_relaxed))
+        return;
+    if (!d->m->trim && !d->tcaches)
         return;
     if (d->real && _cmb_pl_enter(d->ordinal, &saved, err, sizeof err)) {
         _cmb_pl_error(1, "%s", err);
         return;
     }
-    cmb_status st = d->m->trim(d->policy);
+    if (d->tcaches)
+        _cmb_pl_tc_flush_locked(d); /* the threads' cached blocks first: the trim may then release them */
+    cmb_status st = d->m->trim ? d->m->trim(d->policy) : CMB_OK;
     if (st != CMB_OK)
         _cmb_pl_error(1, "device %d: empty_cache: %s", d->ordinal, cmb_status_str(st));
     if (d->real)

@@ -25,7 +25,8 @@
 #               rmm-pool@cuda)
 #   fraction    set_per_process_memory_fraction(0.05) (torch-caching@cuda)
 #   mempool     torch.cuda.MemPool over bfc@cuda's segments
-#   bench       cmb_pluggable_bench (torch-caching over sim and over cuda) and
+#   bench       cmb_pluggable_bench (torch-caching over sim and over cuda, and
+#               over cuda with 16 MiB thread caches, CMB_THREAD_CACHE) and
 #               cmb_torch_native_bench: 1, 2, 4, 8, 16 threads, the same ring
 #               of sizes and the same work between calls
 # A whole run should take 4-5 minutes and never 8: each check has
@@ -136,6 +137,8 @@ bench() { # NAME COMMAND...
 if [ $((SECONDS - t0)) -lt "$budget" ]; then
     CMB_PLUGGABLE_ALLOW_SIM=1 bench library-sim "$build/pluggable/cmb_pluggable_bench" --allocator torch-caching@sim
     bench library-cuda "$build/pluggable/cmb_pluggable_bench" --allocator torch-caching@cuda
+    [ $((SECONDS - t0)) -lt "$budget" ] &&
+        CMB_THREAD_CACHE=16MiB bench library-cuda-tcache "$build/pluggable/cmb_pluggable_bench" --allocator torch-caching@cuda
     if [ -x "$build/pluggable/cmb_torch_native_bench" ]; then
         bench torch-native "$build/pluggable/cmb_torch_native_bench"
     fi

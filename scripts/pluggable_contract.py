@@ -81,6 +81,14 @@ def mlp(torch, width=1024):
                          nn.Linear(width, 512)).cuda()
 
 
+def clear_workspaces():
+    import torch
+    fn = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if fn is not None:
+        fn()
+    return fn is not None
+
+
 def check_graph(torch, args, out):
     torch.manual_seed(0)
     model = mlp(torch)
@@ -91,6 +99,12 @@ def check_graph(torch, args, out):
         for _ in range(3):
             model(static_in)
     torch.cuda.current_stream().wait_stream(side)
+    # cuBLAS keeps a workspace per stream, allocated at its first GEMM and held
+    # until cleared: the capture stream's lands in the graph's pool, and PyTorch
+    # clears them around a capture for that reason (torch/_inductor/
+    # cudagraph_trees.py, clear_cublas_manager). Cleared here before and after,
+    # so the check measures the pool, not the workspaces' cache.
+    clear_workspaces()
     before = cmb.stats()
     g = torch.cuda.CUDAGraph()
     with torch.no_grad():
@@ -108,7 +122,11 @@ def check_graph(torch, args, out):
     del g, static_out, ref
     gc.collect()
     torch.cuda.synchronize()
+    kept = cmb.stats()  # the workspaces of the capture and default streams still held
+    cleared = clear_workspaces()
+    torch.cuda.synchronize()
     after = cmb.stats()
+    out.update(allocated_after_del=kept["allocated_current"], workspaces_cleared=cleared)
     out.update(max_abs_diff=worst, replays=10,
                reserved_before=before["reserved_current"], reserved_captured=captured["reserved_current"],
                reserved_after_release=after["reserved_current"],

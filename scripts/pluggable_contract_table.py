@@ -39,7 +39,9 @@ def detail(name, c):
     if kind == "graph":
         return (f"largest difference graph vs eager {c.get('max_abs_diff', '—')} over {c.get('replays', '—')} replays; reserved "
                 f"{mib(c.get('reserved_before'))} → {mib(c.get('reserved_captured'))} captured → "
-                f"{mib(c.get('reserved_after_release'))} after the graph is deleted")
+                f"{mib(c.get('reserved_after_release'))} after the graph is deleted; allocated "
+                f"{mib(c.get('allocated_before'))} → {mib(c.get('allocated_after_del'))} with cuBLAS's workspaces → "
+                f"{mib(c.get('allocated_after'))} without")
     if kind == "stats":
         rows = c.get("rows", {})
         same = sum(1 for r in rows.values() if r["torch"] == r["library"])

@@ -297,6 +297,128 @@ static void policy_frees_wait_for_capture_end(void **state)
     assert_int_equal(s.bad_frees, 0);
 }
 
+/* Issue 27's GPU failure: under every policy over the cuda upstream a
+ * capture ended at the pool's first segment (a cudaMalloc in global capture
+ * mode). Over the sim, a call a capture forbids is counted: upstream
+ * allocations run in relaxed mode, and no event is recorded, queried or
+ * waited for, no memory given back, until the capture ends, although a
+ * record_stream free with a pending event and a policy at its cap (whose
+ * retry would collect it) are there to tempt it. */
+static void capture_makes_no_forbidden_call(void **state)
+{
+    (void)state;
+    const int dev = 21;
+    void *a = STREAM(30), *b = STREAM(31), *cap = STREAM(32);
+    configure_ok("torch-caching@sim", 48 * MiB);
+    void *p = cmb_torch_malloc(2 * MiB, dev, a);
+    assert_int_equal(cmb_pluggable_record_stream(p, dev, b), 0);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 1), 0);
+    cmb_torch_free(p, 2 * MiB, dev, a); /* deferred, its event pending */
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 21, 0, only_stream, cap, NULL), 0);
+    void *g1 = cmb_torch_malloc(MiB, dev, cap);  /* a new segment from the upstream */
+    void *g2 = cmb_torch_malloc(MiB, dev, cap);
+    void *n1 = cmb_torch_malloc(MiB, dev, a);    /* not captured: the policy's */
+    void *big = cmb_torch_malloc(30 * MiB, dev, a); /* over the cap: no wait for b now */
+    assert_non_null(g1);
+    assert_non_null(g2);
+    assert_non_null(n1);
+    assert_null(big);
+    cmb_torch_free(g1, MiB, dev, cap);
+    cmb_torch_free(n1, MiB, dev, a);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 21, 0), 0);
+
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 0), 0);
+    cmb_torch_free(g2, MiB, dev, cap);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 21, 0), 0);
+    void *q = cmb_torch_malloc(MiB, dev, a); /* collects p's free: b is done */
+    cmb_torch_free(q, MiB, dev, a);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.allocated_current, 0);
+    assert_int_equal(s.bad_frees, 0);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(63), -1);
+}
+
+/* The GPU's graph check under cmb@vmm: after the graph was deleted the
+ * capture stream's cuBLAS workspace, allocated during the capture and kept
+ * by PyTorch until cleared, held its pool. Released with a block live, the
+ * pool keeps its segments; the block's free gives them all back; eager
+ * allocations between replays (other streams, or the capture stream after
+ * the end) are the policy's, and a policy free held back by the capture
+ * reaches the policy at the end. */
+static void graph_pool_released_with_live_block(void **state)
+{
+    (void)state;
+    const int dev = 22;
+    void *cap = STREAM(40), *main_s = STREAM(41);
+    configure_ok("cmb@sim", 0);
+    void *w = cmb_torch_malloc(4 * MiB, dev, main_s);
+    void *x = cmb_torch_malloc(MiB, dev, main_s);
+    cmb_pluggable_memstats s0 = stats_of(dev);
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 22, 0, only_stream, cap, NULL), 0);
+    void *ws = cmb_torch_malloc(32 * MiB, dev, cap); /* the capture stream's workspace */
+    void *tmp = cmb_torch_malloc(2 * MiB, dev, cap);
+    void *out = cmb_torch_malloc(MiB, dev, cap);
+    cmb_torch_free(tmp, 2 * MiB, dev, cap);
+    cmb_torch_free(x, MiB, dev, main_s); /* a policy block: held back until the end */
+    assert_int_equal(cmb_pluggable_pool_end(dev, 22, 0), 0);
+    assert_int_equal(stats_of(dev).allocated_current, s0.allocated_current - (int64_t)MiB + (int64_t)(33 * MiB));
+    void *ref = cmb_torch_malloc(MiB, dev, main_s); /* eager between replays: the policy's */
+    void *ref2 = cmb_torch_malloc(2 * MiB, dev, cap);
+    assert_ptr_not_equal(ref2, tmp);
+    cmb_torch_free(ref, MiB, dev, main_s);
+    cmb_torch_free(ref2, 2 * MiB, dev, cap);
+    cmb_torch_free(out, MiB, dev, cap);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 22, 0), 0); /* del g: ws still live */
+    cmb_pluggable_memstats s1 = stats_of(dev);
+    assert_true(s1.reserved_current >= s0.reserved_current + (int64_t)(35 * MiB));
+    cmb_torch_free(ws, 32 * MiB, dev, cap); /* clearing the workspaces */
+    cmb_pluggable_memstats s2 = stats_of(dev);
+    assert_int_equal(s2.allocated_current, s0.allocated_current - (int64_t)MiB);
+    assert_int_equal(s2.reserved_current, s1.reserved_current - (int64_t)(35 * MiB));
+    assert_int_equal(s2.bad_frees, 0);
+    cmb_torch_free(w, 4 * MiB, dev, main_s);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+}
+
+/* Serving under cmb@vmm: every capture ran out of memory while the policy
+ * held gigabytes free. A pool's allocation the upstream refuses asks the
+ * policy to release its cached memory and retries (over vmm and the sim;
+ * over cuda cudaFree would end the capture). */
+static void pool_takes_the_policys_cache(void **state)
+{
+    (void)state;
+    const int dev = 23;
+    void *a = STREAM(50), *cap = STREAM(51);
+    configure_ok("torch-caching@sim", 64 * MiB);
+    void *big = cmb_torch_malloc(40 * MiB, dev, a);
+    void *keep = cmb_torch_malloc(4 * MiB, dev, a);
+    assert_non_null(big);
+    cmb_torch_free(big, 40 * MiB, dev, a); /* cached by the policy */
+    cmb_pluggable_memstats s0 = stats_of(dev);
+    assert_true(s0.reserved_current >= (int64_t)(40 * MiB));
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 23, 0, only_stream, cap, NULL), 0);
+    void *g = cmb_torch_malloc(30 * MiB, dev, cap); /* 30 MiB more than the cap leaves */
+    assert_non_null(g);
+    cmb_pluggable_memstats s1 = stats_of(dev);
+    assert_true(s1.reserved_current <= (int64_t)(64 * MiB));
+    assert_true(s1.reserved_current < s0.reserved_current + (int64_t)(30 * MiB)); /* the cache went */
+    assert_int_equal(s1.ooms, s0.ooms);
+    assert_int_equal(s1.oom_retries, s0.oom_retries + 1);
+    assert_int_equal(cmb_pluggable_sim_capture_faults(dev), 0);
+    /* The cap itself: nothing left to release, one line that says so. */
+    assert_null(cmb_torch_malloc(40 * MiB, dev, cap));
+    expect_error("after the policy released its cached memory");
+    assert_int_equal(cmb_pluggable_pool_end(dev, 23, 0), 0);
+    cmb_torch_free(g, 30 * MiB, dev, cap);
+    cmb_torch_free(keep, 4 * MiB, dev, a);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 23, 0), 0);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+}
+
 /* --- memory fraction ------------------------------------------------------------------ */
 
 static void memory_fraction_caps(void **state)
@@ -387,6 +509,155 @@ static void *hook_work(void *arg)
     return NULL;
 }
 
+/* --- thread caches ------------------------------------------------------------------------ */
+
+/* A freed block comes back to the same thread's next request of its size on
+ * its stream, never on another stream; the program's counts stay exact; the
+ * policy sees it again on empty_cache; record_stream and a private pool
+ * make the cache stand aside. */
+static void thread_cache_reuses_exact_size(void **state)
+{
+    (void)state;
+    const int dev = 24;
+    void *a = STREAM(60), *b = STREAM(61), *cap = STREAM(62);
+    configure_ok("bfc@sim", 0);
+    assert_int_equal(cmb_pluggable_set_thread_cache(8 * MiB), 0);
+    void *p = cmb_torch_malloc(MiB, dev, a);
+    cmb_pluggable_memstats s0 = stats_of(dev);
+    cmb_torch_free(p, MiB, dev, a);
+    cmb_pluggable_memstats s1 = stats_of(dev);
+    assert_int_equal(s1.requested_current, 0);
+    assert_int_equal(s1.blocks_current, 0);
+    assert_int_equal(s1.frees, 1);
+    assert_int_equal(s1.allocated_current, s0.allocated_current); /* the policy still holds it */
+    void *q = cmb_torch_malloc(MiB, dev, b);                      /* another stream: not p */
+    assert_ptr_not_equal(q, p);
+    void *r = cmb_torch_malloc(MiB - 512, dev, a); /* not the exact size: not p */
+    assert_ptr_not_equal(r, p);
+    void *p2 = cmb_torch_malloc(MiB, dev, a);
+    assert_ptr_equal(p2, p);
+    cmb_pluggable_memstats s2 = stats_of(dev);
+    assert_int_equal(s2.allocs, 4);
+    assert_int_equal(s2.requested_current, (int64_t)(3 * MiB - 512));
+    assert_int_equal(s2.blocks_current, 3);
+    /* record_stream: the block goes the slow way, its free deferred. */
+    assert_int_equal(cmb_pluggable_record_stream(p2, dev, b), 0);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 1), 0);
+    cmb_torch_free(p2, MiB, dev, a);
+    void *p3 = cmb_torch_malloc(MiB, dev, a);
+    assert_ptr_not_equal(p3, p);
+    assert_int_equal(cmb_pluggable_sim_hold_stream(b, 0), 0);
+    cmb_torch_free(p3, MiB, dev, a);
+    cmb_torch_free(q, MiB, dev, b);
+    cmb_torch_free(r, MiB - 512, dev, a);
+    assert_true(stats_of(dev).allocated_current > 0); /* cached */
+    assert_int_equal(cmb_pluggable_empty_cache(dev), 0);
+    cmb_pluggable_memstats s3 = stats_of(dev);
+    assert_int_equal(s3.allocated_current, 0);
+    assert_int_equal(s3.requested_current, 0);
+    assert_int_equal(s3.allocs, s3.frees);
+    assert_int_equal(s3.bad_frees, 0);
+    /* A private pool exists: a freed block goes back to the policy at once. */
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 24, 0, only_stream, cap, NULL), 0);
+    void *g = cmb_torch_malloc(MiB, dev, cap);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 24, 0), 0);
+    void *e = cmb_torch_malloc(MiB, dev, a);
+    cmb_torch_free(g, MiB, dev, cap); /* to its pool, not to this thread's cache */
+    cmb_torch_free(e, MiB, dev, a);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+    void *e2 = cmb_torch_malloc(MiB, dev, cap);
+    assert_ptr_not_equal(e2, g);
+    cmb_torch_free(e2, MiB, dev, cap);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 24, 0), 0);
+    assert_int_equal(cmb_pluggable_empty_cache(dev), 0);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+    assert_int_equal(cmb_pluggable_set_thread_cache(0), 0);
+}
+
+/* Blocks a thread caches are the policy's free memory when it runs out. */
+static void thread_cache_flushed_before_out_of_memory(void **state)
+{
+    (void)state;
+    const int dev = 25;
+    configure_ok("cuda@sim", 16 * MiB);
+    assert_int_equal(cmb_pluggable_set_thread_cache(16 * MiB), 0);
+    void *p = cmb_torch_malloc(6 * MiB, dev, NULL), *q = cmb_torch_malloc(6 * MiB, dev, NULL);
+    cmb_torch_free(p, 6 * MiB, dev, NULL);
+    cmb_torch_free(q, 6 * MiB, dev, NULL);
+    void *big = cmb_torch_malloc(12 * MiB, dev, NULL);
+    assert_non_null(big);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.ooms, 0);
+    assert_int_equal(s.allocated_current, (int64_t)(12 * MiB));
+    cmb_torch_free(big, 12 * MiB, dev, NULL);
+    assert_int_equal(cmb_pluggable_empty_cache(dev), 0);
+    assert_int_equal(cmb_pluggable_set_thread_cache(0), 0);
+}
+
+/* Threads hand blocks to one another (the freeing thread is not the
+ * allocating one) and exit with blocks cached: every block reaches the
+ * policy exactly once, and the counts add up. */
+typedef struct tc_worker {
+    int device, id;
+    void **handoff; /* blocks this thread allocates for the next to free */
+    int n, twice;
+} tc_worker;
+
+static pthread_barrier_t tc_barrier;
+
+static void *tc_work(void *arg)
+{
+    tc_worker *w = arg;
+    void *st = STREAM(70);
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < w->n; i++) {
+            size_t sz = 512u << (i % 8);
+            void *p = cmb_torch_malloc(sz, w->device, st);
+            void *q = cmb_torch_malloc(sz, w->device, st);
+            if (p == q)
+                w->twice++; /* one block handed out twice */
+            cmb_torch_free(q, sz, w->device, st);
+            w->handoff[i] = p;
+        }
+        pthread_barrier_wait(&tc_barrier);
+        tc_worker *prev = w - (w->id ? 1 : 0) + (w->id ? 0 : 3);
+        for (int i = 0; i < w->n; i++) /* the neighbour's blocks */
+            cmb_torch_free(prev->handoff[i], 512u << (i % 8), w->device, st);
+        pthread_barrier_wait(&tc_barrier);
+    }
+    return NULL;
+}
+
+static void thread_cache_across_threads(void **state)
+{
+    (void)state;
+    const int dev = 26, n = 4, per = 32;
+    tc_worker w[4];
+    void *blocks[4][32];
+    pthread_t t[4];
+    configure_ok("bfc@sim", 0);
+    assert_int_equal(cmb_pluggable_set_thread_cache(MiB), 0);
+    assert_int_equal(pthread_barrier_init(&tc_barrier, NULL, (unsigned)n), 0);
+    for (int i = 0; i < n; i++) {
+        w[i] = (tc_worker){.device = dev, .id = i, .handoff = blocks[i], .n = per};
+        assert_int_equal(pthread_create(&t[i], NULL, tc_work, &w[i]), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].twice, 0);
+    }
+    pthread_barrier_destroy(&tc_barrier);
+    cmb_pluggable_memstats s = stats_of(dev);
+    assert_int_equal(s.allocs, (int64_t)n * per * 2 * 50);
+    assert_int_equal(s.frees, s.allocs);
+    assert_int_equal(s.requested_current, 0);
+    assert_int_equal(s.blocks_current, 0);
+    assert_int_equal(s.bad_frees, 0);
+    assert_int_equal(s.ooms, 0);
+    assert_int_equal(s.allocated_current, 0); /* the threads exited: their caches went back */
+    assert_int_equal(cmb_pluggable_set_thread_cache(0), 0);
+}
+
 static void threads_with_hooks(void **state)
 {
     (void)state;
@@ -427,8 +698,12 @@ int main(void)
         cmocka_unit_test(out_of_memory_waits_for_deferred), cmocka_unit_test(record_stream_generic_pair),
         cmocka_unit_test(graph_pool_private),          cmocka_unit_test(mem_pool_context),
         cmocka_unit_test(deferred_across_capture),     cmocka_unit_test(policy_frees_wait_for_capture_end),
-        cmocka_unit_test(memory_fraction_caps),        cmocka_unit_test(generic_pair_in_a_pool),
+        cmocka_unit_test(capture_makes_no_forbidden_call), cmocka_unit_test(graph_pool_released_with_live_block),
+        cmocka_unit_test(pool_takes_the_policys_cache), cmocka_unit_test(memory_fraction_caps),
+        cmocka_unit_test(generic_pair_in_a_pool),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
+        cmocka_unit_test(thread_cache_reuses_exact_size), cmocka_unit_test(thread_cache_flushed_before_out_of_memory),
+        cmocka_unit_test(thread_cache_across_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
