@@ -24,7 +24,9 @@
 #    in GPU mode, quick preset on the whole GPU (capacity=0), every allocator,
 #    then the policies over the vmm upstream.
 # CMB_SERVING_PARTS (default "ceiling scenario") picks parts 1-4 (ceiling) and
-# 5 (scenario), so the two can run in separate calls of under 10 minutes.
+# 5 (scenario), so the two can run in separate calls of under 10 minutes;
+# CMB_SERVING_MODES (default "default:torch-caching expandable:torch-expandable
+# cmb:cmb") the servers run at their predictions (MODE:replay policy).
 # Every step logs to OUT_DIR/logs/; a failing step is recorded (logs/failures.txt)
 # and the others still run. A real run is cut at CMB_SERVING_RUN_LIMIT s (120);
 # none starts once CMB_SERVING_BUDGET s (540) could be passed. OUT_DIR/serving.tar.gz
@@ -110,7 +112,7 @@ run_server() {
     return $rc
 }
 
-for pair in default:torch-caching expandable:torch-expandable cmb:cmb; do
+for pair in ${CMB_SERVING_MODES:-default:torch-caching expandable:torch-expandable cmb:cmb}; do
     mode=${pair%%:*} policy=${pair#*:}
     p=$(predicted "$out/predict/$policy.json") || p=
     if [ -z "$p" ]; then
