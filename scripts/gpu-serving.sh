@@ -62,7 +62,7 @@ echo "== record at utilization $u0 (PyTorch default)" >&2
 if env -u PYTORCH_CUDA_ALLOC_CONF timeout "$run_limit" "$py" "$here/serving_server.py" \
     --gpu-memory-utilization "$u0" --record "$out/record/serving.pickle" --report "$out/record/record.json" \
     >"$out/logs/record.log" 2>&1; then
-    if "$py" "$root/traces/torch_snapshot_to_trace.py" "$out/record/serving.pickle" \
+    if "$py" "$root/traces/torch_snapshot_to_trace.py" --force "$out/record/serving.pickle" \
         "$out/record/torch_serving.trace" >"$out/logs/convert.log" 2>&1; then
         # say where the trace came from, after the format's header line
         desc="# recorded by scripts/serving_server.py --gpu-memory-utilization $u0 --record (defaults) on $(sed -n 3p "$out/env.txt"), $(sed -n 4p "$out/env.txt")"
