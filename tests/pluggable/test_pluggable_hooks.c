@@ -594,6 +594,30 @@ static void thread_cache_flushed_before_out_of_memory(void **state)
     assert_int_equal(cmb_pluggable_set_thread_cache(0), 0);
 }
 
+/* While a graph captures, the caches are not flushed into the policy (its
+ * free may touch events); after the end they are. */
+static void thread_cache_kept_during_capture(void **state)
+{
+    (void)state;
+    const int dev = 27;
+    void *cap = STREAM(80);
+    configure_ok("cuda@sim", 16 * MiB);
+    assert_int_equal(cmb_pluggable_set_thread_cache(16 * MiB), 0);
+    void *p = cmb_torch_malloc(6 * MiB, dev, NULL);
+    cmb_torch_free(p, 6 * MiB, dev, NULL); /* cached by this thread */
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 27, 0, only_stream, cap, NULL), 0);
+    assert_null(cmb_torch_malloc(12 * MiB, dev, NULL));
+    assert_int_equal(cmb_pluggable_empty_cache(dev), 0); /* skipped during the capture */
+    assert_int_equal(stats_of(dev).allocated_current, (int64_t)(6 * MiB));
+    assert_int_equal(cmb_pluggable_pool_end(dev, 27, 0), 0);
+    void *big = cmb_torch_malloc(12 * MiB, dev, NULL);
+    assert_non_null(big);
+    cmb_torch_free(big, 12 * MiB, dev, NULL); /* a pool exists: straight to the policy */
+    assert_int_equal(cmb_pluggable_pool_release(dev, 27, 0), 0);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+    assert_int_equal(cmb_pluggable_set_thread_cache(0), 0);
+}
+
 /* Threads hand blocks to one another (the freeing thread is not the
  * allocating one) and exit with blocks cached: every block reaches the
  * policy exactly once, and the counts add up. */
@@ -703,7 +727,7 @@ int main(void)
         cmocka_unit_test(generic_pair_in_a_pool),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
         cmocka_unit_test(thread_cache_reuses_exact_size), cmocka_unit_test(thread_cache_flushed_before_out_of_memory),
-        cmocka_unit_test(thread_cache_across_threads),
+        cmocka_unit_test(thread_cache_kept_during_capture), cmocka_unit_test(thread_cache_across_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
