@@ -629,6 +629,8 @@ static size_t rank_entries(const ans_run *run, const size_t *idx, size_t n, int 
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const ans_case *c = &run->c[idx[i]];
+        if (!strcmp(case_status(c), "skipped"))
+            continue; /* not run here (a GPU-only allocator in sim): neither fit nor misfit */
         size_t j = 0;
         while (j < k && strcmp(e[j].label, c->label))
             j++;
@@ -721,7 +723,10 @@ static void scenario_answer(const ans_run *run, const size_t *idx, size_t n, FIL
         fprintf(out, "  %-14s not run: %s\n", name, line);
         return;
     }
-    memory_line(run, idx, n, line, sizeof line);
+    if (!strcmp(run->c[idx[0]].mem_name, "-")) /* a time-only scenario */
+        snprintf(line, sizeof line, "not ranked: %s measures time only", name);
+    else
+        memory_line(run, idx, n, line, sizeof line);
     fprintf(out, "  %-14s best for memory  %s\n", name, line);
     if (!strcmp(run->mode, "gpu")) { /* sim times are host bookkeeping: the header says so once */
         time_line(run, idx, n, line, sizeof line);

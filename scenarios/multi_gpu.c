@@ -606,6 +606,15 @@ static const cmb_param_spec multi_gpu_params[] = {
      "sim: each device's size; GPU: what an upstream policy may take per instance (0: no cap)"},
 };
 
+/* Its finding is what the ranks other than 0 leave on device 0 (a context or
+ * a pool made there by mistake costs what the allocator reserves), not a
+ * peak on one device. */
+static const cmb_headline multi_gpu_headline = {
+    NULL, "foreign_d0_bytes", "-", NULL,
+    {"time {time}", "device 0 held by other ranks {foreign_d0_bytes}", "context {context_bytes}",
+     "left after exit {unreturned_bytes}", NULL},
+};
+
 const cmb_scenario cmb_scenario_multi_gpu = {
     .name = "multi-gpu",
     .question = "With one process per GPU, what does each process take on every device, what do a context or a "
@@ -616,4 +625,5 @@ const cmb_scenario cmb_scenario_multi_gpu = {
     .flags = CMB_SCN_NO_PROBE | CMB_SCN_OWN_PROCESSES,
     .check = multi_gpu_check,
     .run = multi_gpu_run,
+    .headline = &multi_gpu_headline,
 };

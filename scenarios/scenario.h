@@ -73,7 +73,8 @@ enum {
 typedef struct cmb_headline {
     const char *ok_word;     /* a finished case's status word ("fits") [ok]                        */
     const char *memory;      /* the counter "best for memory" compares, lower is better; a leading
-                                '+' means higher is better ("+max_batch") [peak_reserved_bytes]    */
+                                '+' means higher is better ("+max_batch"); "-": a time-only
+                                scenario, never ranked on memory [peak_reserved_bytes]              */
     const char *requested;   /* the requested peak behind `memory`: a case that served less than
                                 the others is not compared on memory [peak_requested_bytes; "-": none] */
     const char *frag;        /* the fragmentation the report ranks [frag_ratio]                    */

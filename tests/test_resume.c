@@ -47,6 +47,24 @@ static int sh(const char *fmt, ...)
     return cmb_test_sh(cmd, sh_out, sizeof sh_out);
 }
 
+/* A finished run of every scenario's quick preset resumes as finished: each
+ * case's CSV rows match what its JSON entries make (a counter named like a
+ * key every entry has, as leak-check's "iterations" was, made a whole run
+ * look damaged). */
+static void a_finished_run_resumes_as_finished(void **state)
+{
+    (void)state;
+    char dir[600];
+    const char *bin = getenv("CMB_BIN");
+    snprintf(dir, sizeof dir, "%s/done", cmb_test_tmpdir());
+    if (sh("cd '%s' && '%s' --mode sim --quiet --preset quick --allocator torch-caching --repetitions 2 --out %s",
+           cmb_test_src(), bin, dir))
+        fail_msg("the run: %s", sh_out);
+    if (sh("cd '%s' && '%s' --quiet --resume %s", cmb_test_src(), bin, dir))
+        fail_msg("--resume of a finished run: %s", sh_out);
+    check_once(dir, -1);
+}
+
 /* SIGINT while the second case hangs: the hung case is not recorded, and
  * --resume (with a case timeout) runs it and the case after it. */
 static void an_interrupted_run_resumes(void **state)
@@ -162,6 +180,7 @@ int main(void)
         cmocka_unit_test(a_killed_run_resumes),
         cmocka_unit_test(torn_writes_are_repaired),
         cmocka_unit_test(resume_refuses_what_it_cannot_continue),
+        cmocka_unit_test(a_finished_run_resumes_as_finished),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

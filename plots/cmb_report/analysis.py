@@ -400,6 +400,8 @@ def memory_what(counter, higher):
 
 def _memory_answer(run, scenario):
     h = H.of(scenario)
+    if h.memory == "-":  # a time-only scenario
+        return f"not ranked: {scenario} measures time only"
     if ranks_by_capacity(run, scenario):
         text = _best_text(best(run, scenario, "min_capacity_bytes", False, h.requested), "smallest GPU it fits on")
     else:
@@ -472,6 +474,8 @@ def decide(run, scenario):
     gpu = run.mode == "gpu"
     ents = OrderedDict()
     for c in run.cases_of(scenario):
+        if c.status == "skipped":  # not run here (a GPU-only allocator in sim)
+            continue
         label = c.allocator + (f":{c.options}" if c.options and ":" not in c.allocator else "")
         e = ents.setdefault(label, {"fits": True, "cap": 0.0, "mem": 0.0, "t": 0.0})
         st = lambda m: (c.stat(m).median if c.stat(m) else float("nan"))  # noqa: E731

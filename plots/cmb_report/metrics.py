@@ -240,7 +240,7 @@ KNOWN += [
     _M("loss_first", "first loss", "", "", "batch-sweep (GPU): loss of the first timed step."),
     _M("loss_last", "last loss", "", "", "batch-sweep (GPU): loss of the last timed step (lower: the model trains)."),
     # leak-check
-    _M("iterations", "iterations", "count", "", "leak-check: iterations run."),
+    _M("iterations_run", "iterations run", "count", "", "leak-check: iterations run."),
     _M("error_paths", "error paths", "count", "", "leak-check: iterations that took the error path."),
     _M("expected_leak_bytes", "expected leak", "bytes", "",
        "leak-check: bytes the program dropped on its error paths (0 for the clean variant); live_at_end_bytes "
