@@ -54,6 +54,13 @@ static inline int64_t cmb_upstream_held(const cmb_upstream *u)
 uint64_t cmb_upstream_device_used(const cmb_upstream *u);
 uint64_t cmb_upstream_device_peak(const cmb_upstream *u);
 
+/* A second upstream over the same backend as `parent` (one memory, one
+ * address space, the device's own accounting): its own held bytes, calls
+ * and validation, under the parent's cap (cmb_upstream_set_cap on the
+ * parent), which counts what its children hold. Closed before the parent
+ * (cmb_upstream_close frees what it holds, never the backend). */
+cmb_status cmb_upstream_open_child(cmb_upstream *parent, cmb_upstream **out, char *err, size_t errlen);
+
 /* Free whatever is still held, then the upstream itself. Returns the bytes
  * that were still held (a leak by the user of the upstream). */
 int64_t cmb_upstream_close(cmb_upstream *u);
