@@ -51,6 +51,8 @@ typedef struct upstream_impl {
      * cap: the parent counts what its children hold. */
     cmb_upstream *parent;
     int64_t children_held;
+    int (*hold)(void *ctx); /* non-zero: stream operations are held back */
+    void *hold_ctx;
 } upstream_impl;
 
 static int range_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
@@ -462,12 +464,21 @@ static cmb_status acct_va_release(cmb_upstream *u, void *va, size_t size)
 
 /* The FORWARDED ops of CMB_UPSTREAM_OPS: nothing to check or count. */
 #define FORWARD_ACCOUNTED(name, params, args) /* written above and below */
+/* cmb_upstream_hold_stream_ops: every event and stream operation but a
+ * destroy is held back (answered "not yet") while the holder says so. */
+static int held_back(const upstream_impl *im, const char *op)
+{
+    return im->hold && strcmp(op, "event_destroy") && im->hold(im->hold_ctx);
+}
+
 #define FORWARD_FORWARDED(name, params, args)                                  \
     static cmb_status acct_##name(cmb_upstream *u, CMB_UNPAREN params)         \
     {                                                                          \
         upstream_impl *im = impl_of(u);                                        \
         if (!im->be->name)                                                     \
             return CMB_ERR_UNSUPPORTED;                                        \
+        if (held_back(im, #name))                                              \
+            return CMB_ERR_STATE;                                              \
         return im->be->name(im->be_state, CMB_UNPAREN args);                   \
     }
 #define FORWARD(name, params, args, how) FORWARD_##how(name, params, args)
@@ -568,6 +579,12 @@ cmb_status cmb_upstream_open_child(cmb_upstream *parent, cmb_upstream **out, cha
                         .alignment = parent->alignment, .impl = im};
     *out = u;
     return CMB_OK;
+}
+
+void cmb_upstream_hold_stream_ops(cmb_upstream *u, int (*hold)(void *ctx), void *ctx)
+{
+    impl_of(u)->hold = hold;
+    impl_of(u)->hold_ctx = ctx;
 }
 
 uint64_t cmb_upstream_set_cap(cmb_upstream *u, uint64_t cap_bytes)

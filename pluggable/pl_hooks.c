@@ -476,10 +476,29 @@ static void pool_report_oom(pl_device *d, size_t size, cmb_status st)
  * as the policy does (PyTorch's private pools are caching allocators of
  * their own) and its bytes count against the device's cap. -1: the
  * segment pool serves it instead (said once). */
+static int capturing(void *ctx)
+{
+    return atomic_load_explicit(&((pl_device *)ctx)->pools_active, memory_order_relaxed) != 0;
+}
+
+/* Before the instance is created: while a capture may be underway, its
+ * events and stream synchronizations are held back ("not yet"), which the
+ * policy meets as work still pending. */
+static void pool_upstream_opened(void *ctx, cmb_upstream *up)
+{
+    cmb_upstream_hold_stream_ops(up, capturing, ctx);
+}
+
 static int pool_open(pl_device *d, pl_pool *p)
 {
     char why[400] = "";
-    cmb_policy_place place = {.device = d->ordinal, .sim = !d->real, .parent = d->up};
+    cmb_policy_place place = {
+        .device = d->ordinal,
+        .sim = !d->real,
+        .parent = d->up,
+        .upstream_opened = pool_upstream_opened,
+        .ctx = d,
+    };
     _cmb_pl_capture_check(d, 1); /* creating may take memory: the caller relaxed the mode */
     if (cmb_policy_open(_cmb_pl_spec(), d->m, &place, &p->pol, why, sizeof why) == CMB_OK) {
         d->pools_own += (uint64_t)p->pol.up->stats.held_current;
