@@ -18,13 +18,18 @@
  *
  * Graph pools. Between begin and end, an allocation whose stream the
  * filter accepts (the streams being captured, or the thread of a MemPool
- * context) comes from the pool of that MempoolId: segments taken from the
- * device's upstream, reused only by the same pool's allocations, returned
- * to the upstream when PyTorch releases the pool and its last block is
- * freed. The policy never sees them: a policy's own bookkeeping may query
- * events or free memory, which a capture forbids (cudaErrorStreamCapture*),
- * so every policy over an upstream can be captured; one without an upstream
- * (the driver's own allocators) is refused by name.
+ * context) comes from the pool of that MempoolId: an instance of the
+ * device's policy, opened at the pool's first allocation over a child of
+ * the device's upstream (one memory, one cap), so that freed memory is
+ * reused and split across the captures sharing the pool, as PyTorch's
+ * private pools do; closed once PyTorch releases the pool and its last
+ * block is freed. Where no second instance opens, segments from the
+ * upstream, reused only by requests of the same rounded size. The device's
+ * policy never sees a pool's blocks: its bookkeeping may query events or
+ * free memory, which a capture forbids (cudaErrorStreamCapture*); the
+ * pool's instance has its stream operations held back while a capture may
+ * run. Every policy over an upstream can be captured; one without an
+ * upstream (the driver's own allocators) is refused by name.
  *
  * Memory fraction. fraction x the device's bytes (after CMB_CAPACITY) caps
  * what the upstream may hold, as PyTorch caps its reserved bytes: the
@@ -389,8 +394,8 @@ static void pool_drop_filter(pl_pool *p)
     p->filter_free = NULL;
 }
 
-/* A pool's segments come from the device's upstream, so caps and the
- * reserved count cover them, except over vmm on a GPU: mapping pages
+/* A segment pool's segments come from the device's upstream, so caps and
+ * the reserved count cover them, except over vmm on a GPU: mapping pages
  * during a capture is what PyTorch's own allocator avoids (its private
  * pools never use expandable segments), so there they are cudaMalloc'd,
  * as PyTorch's are, and counted beside the upstream (pools_direct). */
