@@ -501,6 +501,37 @@ static void pool_counts_against_the_cap(void **state)
     cmb_pluggable_set_capacity(0);
 }
 
+/* A policy whose second instance cannot open (rmm-pool taking 48 of the
+ * device's 64 MiB at creation): the pool says so and serves its blocks
+ * from segments, reused by requests of the same size. */
+static void pool_without_an_instance_uses_segments(void **state)
+{
+    (void)state;
+    const int dev = 34;
+    void *a = STREAM(64), *cap = STREAM(65);
+    configure_ok("rmm-pool:initial_pool_size=48MiB@sim", 64 * MiB);
+    void *warm = cmb_torch_malloc(MiB, dev, a);
+    assert_non_null(warm);
+    int64_t reserved0 = stats_of(dev).reserved_current;
+    assert_int_equal(cmb_pluggable_pool_begin(dev, 34, 0, only_stream, cap, NULL), 0);
+    void *g = cmb_torch_malloc(4 * MiB, dev, cap);
+    assert_non_null(g);
+    expect_error("a graph pool's own instance of rmm-pool");
+    cmb_torch_free(g, 4 * MiB, dev, cap);
+    assert_ptr_equal(cmb_torch_malloc(4 * MiB, dev, cap), g); /* the same size: its segment */
+    void *h = cmb_torch_malloc(2 * MiB, dev, cap);             /* another: a segment more */
+    assert_non_null(h);
+    assert_int_equal(stats_of(dev).reserved_current, reserved0 + (int64_t)(6 * MiB));
+    cmb_torch_free(g, 4 * MiB, dev, cap);
+    cmb_torch_free(h, 2 * MiB, dev, cap);
+    assert_int_equal(cmb_pluggable_pool_end(dev, 34, 0), 0);
+    assert_int_equal(cmb_pluggable_pool_release(dev, 34, 0), 0);
+    assert_int_equal(stats_of(dev).reserved_current, reserved0);
+    cmb_torch_free(warm, MiB, dev, a);
+    assert_int_equal(stats_of(dev).allocated_current, 0);
+    cmb_pluggable_set_capacity(0);
+}
+
 /* --- memory fraction ------------------------------------------------------------------ */
 
 static void memory_fraction_caps(void **state)
@@ -784,6 +815,7 @@ int main(void)
         cmocka_unit_test(pool_takes_the_policys_cache), cmocka_unit_test(memory_fraction_caps),
         cmocka_unit_test(generic_pair_in_a_pool),
         cmocka_unit_test(captures_reuse_one_pool),     cmocka_unit_test(pool_counts_against_the_cap),
+        cmocka_unit_test(pool_without_an_instance_uses_segments),
         cmocka_unit_test(larger_than_the_device),      cmocka_unit_test(threads_with_hooks),
         cmocka_unit_test(thread_cache_reuses_exact_size), cmocka_unit_test(thread_cache_flushed_before_out_of_memory),
         cmocka_unit_test(thread_cache_across_threads),
