@@ -255,7 +255,8 @@ static cmb_status open_upstream(const cmb_policy_place *pl, cmb_upstream **up, c
     } else if (pl->capacity) {
         ucfg.fault.cap_bytes = pl->capacity; /* a smaller GPU: the upstream's cap */
     }
-    cmb_status st = cmb_upstream_open(&ucfg, up, why, sizeof why);
+    cmb_status st = pl->parent ? cmb_upstream_open_child(pl->parent, up, why, sizeof why)
+                               : cmb_upstream_open(&ucfg, up, why, sizeof why);
     if (st != CMB_OK)
         snprintf(err, errlen, "%s upstream on device %d: %s", cmb_upstream_kind_name(pl->upstream), pl->device, why);
     return st;

@@ -93,6 +93,11 @@ typedef struct cmb_policy_place {
      * library reads the memory free at creation there); may be NULL. */
     void (*upstream_opened)(void *ctx, cmb_upstream *up);
     void *ctx;
+    /* When set, the upstream is a child of this open one (cmb_upstream_
+     * open_child: the same memory under its cap) instead of a new one; kind,
+     * capacity and fault are the parent's. A second instance beside the
+     * first, as a graph's private pool in pluggable/pl_hooks.c. */
+    cmb_upstream *parent;
 } cmb_policy_place;
 
 typedef struct cmb_policy {

@@ -47,6 +47,12 @@ typedef struct upstream_impl {
     size_t n_res, cap_res;
     uint64_t misuse;
     char last_misuse[192];
+    /* A child (cmb_upstream_open_child) shares its parent's backend and
+     * cap: the parent counts what its children hold. */
+    cmb_upstream *parent;
+    int64_t children_held;
+    int (*hold)(void *ctx); /* non-zero: stream operations are held back */
+    void *hold_ctx;
 } upstream_impl;
 
 static int range_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
@@ -122,11 +128,26 @@ static cmb_status too_large(cmb_upstream *u, size_t size)
 
 /* --- fault injection --------------------------------------------------------- */
 
+/* The upstream whose cap covers u (its parent for a child), and the bytes
+ * held under that cap by it and its children. */
+static cmb_upstream *cap_root(cmb_upstream *u)
+{
+    cmb_upstream *p = impl_of(u)->parent;
+    return p ? p : u;
+}
+
+static uint64_t group_held(cmb_upstream *u)
+{
+    cmb_upstream *r = cap_root(u);
+    return (uint64_t)(r->stats.held_current + impl_of(r)->children_held);
+}
+
 /* Called for every request that takes memory; returns non-zero to fail it. */
 static int inject_fault(cmb_upstream *u, size_t size)
 {
     upstream_impl *im = impl_of(u);
     const cmb_fault_spec *f = &im->cfg.fault;
+    uint64_t cap = impl_of(cap_root(u))->cfg.fault.cap_bytes;
     uint64_t n = ++im->requests;
     int fail = 0;
     if (f->fail_nth && n == f->fail_nth)
@@ -135,7 +156,7 @@ static int inject_fault(cmb_upstream *u, size_t size)
         fail = 1;
     if (f->fail_prob > 0 && cmb_rng_uniform(&im->fault_rng) < f->fail_prob)
         fail = 1;
-    if (f->cap_bytes && (uint64_t)u->stats.held_current + size > f->cap_bytes)
+    if (cap && group_held(u) + size > cap)
         fail = 1;
     if (fail) {
         u->stats.failed_calls++;
@@ -151,12 +172,16 @@ static void held_add(cmb_upstream *u, size_t size)
     if (u->stats.held_current > u->stats.held_peak)
         u->stats.held_peak = u->stats.held_current;
     u->stats.alloc_calls++;
+    if (impl_of(u)->parent)
+        impl_of(impl_of(u)->parent)->children_held += (int64_t)size;
 }
 
 static void held_sub(cmb_upstream *u, size_t size)
 {
     u->stats.held_current -= (int64_t)size;
     u->stats.free_calls++;
+    if (impl_of(u)->parent)
+        impl_of(impl_of(u)->parent)->children_held -= (int64_t)size;
 }
 
 /* --- driver calls by kind (cmb_upstream_driver_stats) ---------------------------- */
@@ -439,12 +464,21 @@ static cmb_status acct_va_release(cmb_upstream *u, void *va, size_t size)
 
 /* The FORWARDED ops of CMB_UPSTREAM_OPS: nothing to check or count. */
 #define FORWARD_ACCOUNTED(name, params, args) /* written above and below */
+/* cmb_upstream_hold_stream_ops: every event and stream operation but a
+ * destroy is held back (answered "not yet") while the holder says so. */
+static int held_back(const upstream_impl *im, const char *op)
+{
+    return im->hold && strcmp(op, "event_destroy") && im->hold(im->hold_ctx);
+}
+
 #define FORWARD_FORWARDED(name, params, args)                                  \
     static cmb_status acct_##name(cmb_upstream *u, CMB_UNPAREN params)         \
     {                                                                          \
         upstream_impl *im = impl_of(u);                                        \
         if (!im->be->name)                                                     \
             return CMB_ERR_UNSUPPORTED;                                        \
+        if (held_back(im, #name))                                              \
+            return CMB_ERR_STATE;                                              \
         return im->be->name(im->be_state, CMB_UNPAREN args);                   \
     }
 #define FORWARD(name, params, args, how) FORWARD_##how(name, params, args)
@@ -458,9 +492,9 @@ static cmb_status acct_mem_info(cmb_upstream *u, size_t *free_bytes, size_t *tot
     cmb_status st = im->be->mem_info(im->be_state, &f, &t);
     if (st != CMB_OK)
         return st;
-    uint64_t cap = im->cfg.fault.cap_bytes;
+    uint64_t cap = impl_of(cap_root(u))->cfg.fault.cap_bytes, held = group_held(u);
     if (cap) {
-        uint64_t room = cap > (uint64_t)u->stats.held_current ? cap - (uint64_t)u->stats.held_current : 0;
+        uint64_t room = cap > held ? cap - held : 0;
         if (t > cap)
             t = (size_t)cap;
         if (f > room)
@@ -524,6 +558,35 @@ out_free:
     return st;
 }
 
+cmb_status cmb_upstream_open_child(cmb_upstream *parent, cmb_upstream **out, char *err, size_t errlen)
+{
+    upstream_impl *pim = impl_of(parent);
+    cmb_upstream *u = calloc(1, sizeof *u);
+    upstream_impl *im = calloc(1, sizeof *im);
+    if (!u || !im || cmb_hashmap_init(&im->live, 1024)) {
+        snprintf(err, errlen, "host out of memory opening a child of the %s upstream", parent->name);
+        free(im);
+        free(u);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    im->be = pim->be;
+    im->be_state = pim->be_state; /* the parent's: one memory, one address space */
+    im->cfg = pim->cfg;
+    memset(&im->cfg.fault, 0, sizeof im->cfg.fault); /* the parent's cap covers it */
+    im->parent = parent;
+    cmb_rb_init(&im->ranges);
+    *u = (cmb_upstream){.ops = &accounting_ops, .name = parent->name, .granularity = parent->granularity,
+                        .alignment = parent->alignment, .impl = im};
+    *out = u;
+    return CMB_OK;
+}
+
+void cmb_upstream_hold_stream_ops(cmb_upstream *u, int (*hold)(void *ctx), void *ctx)
+{
+    impl_of(u)->hold = hold;
+    impl_of(u)->hold_ctx = ctx;
+}
+
 uint64_t cmb_upstream_set_cap(cmb_upstream *u, uint64_t cap_bytes)
 {
     upstream_impl *im = impl_of(u);
@@ -549,7 +612,10 @@ int64_t cmb_upstream_close(cmb_upstream *u)
         im->be->va_release(im->be_state, (void *)im->res[i].va, im->res[i].size);
         free(im->res[i].mapped);
     }
-    im->be->close(im->be_state);
+    if (im->parent) /* what the unmaps above did not take off already */
+        impl_of(im->parent)->children_held -= u->stats.held_current;
+    else
+        im->be->close(im->be_state);
     cmb_hashmap_free(&im->live);
     free(im->res);
     free(im);

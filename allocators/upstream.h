@@ -54,6 +54,20 @@ static inline int64_t cmb_upstream_held(const cmb_upstream *u)
 uint64_t cmb_upstream_device_used(const cmb_upstream *u);
 uint64_t cmb_upstream_device_peak(const cmb_upstream *u);
 
+/* A second upstream over the same backend as `parent` (one memory, one
+ * address space, the device's own accounting): its own held bytes, calls
+ * and validation, under the parent's cap (cmb_upstream_set_cap on the
+ * parent), which counts what its children hold. Closed before the parent
+ * (cmb_upstream_close frees what it holds, never the backend). */
+cmb_status cmb_upstream_open_child(cmb_upstream *parent, cmb_upstream **out, char *err, size_t errlen);
+
+/* While hold(ctx) is non-zero, the upstream's event_record, event_query,
+ * event_rerecord and stream_sync answer CMB_ERR_STATE ("not yet") without
+ * reaching the device, as an event still pending would: a CUDA graph's
+ * capture forbids them, and a policy then keeps what they would have
+ * ordered until a later call (a graph pool's instance, pluggable/). */
+void cmb_upstream_hold_stream_ops(cmb_upstream *u, int (*hold)(void *ctx), void *ctx);
+
 /* Free whatever is still held, then the upstream itself. Returns the bytes
  * that were still held (a leak by the user of the upstream). */
 int64_t cmb_upstream_close(cmb_upstream *u);

@@ -18,13 +18,18 @@
  *
  * Graph pools. Between begin and end, an allocation whose stream the
  * filter accepts (the streams being captured, or the thread of a MemPool
- * context) comes from the pool of that MempoolId: segments taken from the
- * device's upstream, reused only by the same pool's allocations, returned
- * to the upstream when PyTorch releases the pool and its last block is
- * freed. The policy never sees them: a policy's own bookkeeping may query
- * events or free memory, which a capture forbids (cudaErrorStreamCapture*),
- * so every policy over an upstream can be captured; one without an upstream
- * (the driver's own allocators) is refused by name.
+ * context) comes from the pool of that MempoolId: an instance of the
+ * device's policy, opened at the pool's first allocation over a child of
+ * the device's upstream (one memory, one cap), so that freed memory is
+ * reused and split across the captures sharing the pool, as PyTorch's
+ * private pools do; closed once PyTorch releases the pool and its last
+ * block is freed. Where no second instance opens, segments from the
+ * upstream, reused only by requests of the same rounded size. The device's
+ * policy never sees a pool's blocks: its bookkeeping may query events or
+ * free memory, which a capture forbids (cudaErrorStreamCapture*); the
+ * pool's instance has its stream operations held back while a capture may
+ * run. Every policy over an upstream can be captured; one without an
+ * upstream (the driver's own allocators) is refused by name.
  *
  * Memory fraction. fraction x the device's bytes (after CMB_CAPACITY) caps
  * what the upstream may hold, as PyTorch caps its reserved bytes: the
@@ -389,8 +394,8 @@ static void pool_drop_filter(pl_pool *p)
     p->filter_free = NULL;
 }
 
-/* A pool's segments come from the device's upstream, so caps and the
- * reserved count cover them, except over vmm on a GPU: mapping pages
+/* A segment pool's segments come from the device's upstream, so caps and
+ * the reserved count cover them, except over vmm on a GPU: mapping pages
  * during a capture is what PyTorch's own allocator avoids (its private
  * pools never use expandable segments), so there they are cudaMalloc'd,
  * as PyTorch's are, and counted beside the upstream (pools_direct). */
@@ -443,6 +448,10 @@ static void pool_destroy_if_done(pl_device *d, pl_pool *p)
         cmb_hashmap_remove(&d->pool_of, (uint64_t)(uintptr_t)p->blocks[i].ptr, NULL);
         segment_free(d, p->blocks[i].ptr, (size_t)p->blocks[i].size);
     }
+    if (p->pol.state) {
+        d->pools_own -= (uint64_t)p->pol.up->stats.held_current;
+        cmb_policy_close(&p->pol, NULL); /* its memory back to the device's upstream */
+    }
     d->pools_reserved -= p->reserved;
     atomic_fetch_sub_explicit(&d->pools_n, 1, memory_order_release);
     for (pl_pool **pp = &d->pools; *pp; pp = &(*pp)->next)
@@ -456,8 +465,122 @@ static void pool_destroy_if_done(pl_device *d, pl_pool *p)
     free(p);
 }
 
+static void pool_report_oom(pl_device *d, size_t size, cmb_status st)
+{
+    _cmb_pl_report_oom(d, size, st,
+                       pool_may_trim(d) ? "the graph pool's segment, after the policy released its cached memory"
+                       : d->m->trim ? "the graph pool's segment (the policy's cached memory cannot be released "
+                                      "during a capture over the cuda upstream: cudaFree synchronizes the device)"
+                                    : "the graph pool's segment");
+}
+
+/* --- a pool as an instance of the policy ------------------------------------------------- */
+
+/* At the pool's first allocation: the device's policy once more, over a
+ * child of its upstream, so the pool reuses and splits its freed memory
+ * as the policy does (PyTorch's private pools are caching allocators of
+ * their own) and its bytes count against the device's cap. -1: the
+ * segment pool serves it instead (said once). */
+static int capturing(void *ctx)
+{
+    return atomic_load_explicit(&((pl_device *)ctx)->pools_active, memory_order_relaxed) != 0;
+}
+
+/* Before the instance is created: while a capture may be underway, its
+ * events and stream synchronizations are held back ("not yet"), which the
+ * policy meets as work still pending. */
+static void pool_upstream_opened(void *ctx, cmb_upstream *up)
+{
+    cmb_upstream_hold_stream_ops(up, capturing, ctx);
+}
+
+static int pool_open(pl_device *d, pl_pool *p)
+{
+    char why[400] = "";
+    cmb_policy_place place = {
+        .device = d->ordinal,
+        .sim = !d->real,
+        .parent = d->up,
+        .upstream_opened = pool_upstream_opened,
+        .ctx = d,
+    };
+    _cmb_pl_capture_check(d, 1); /* creating may take memory: the caller relaxed the mode */
+    if (cmb_policy_open(_cmb_pl_spec(), d->m, &place, &p->pol, why, sizeof why) == CMB_OK) {
+        d->pools_own += (uint64_t)p->pol.up->stats.held_current;
+        return 0;
+    }
+    p->segments = 1;
+    _cmb_pl_error(1, "device %d: a graph pool's own instance of %s: %s (the pool reuses only blocks of the same size)",
+                  d->ordinal, d->spec, why);
+    return -1;
+}
+
+static cmb_status pool_policy_alloc(pl_device *d, pl_pool *p, size_t size, void *stream, void **ptr)
+{
+    int64_t held = p->pol.up->stats.held_current;
+    _cmb_pl_capture_check(d, 1);
+    cmb_status st = d->m->allocate(p->pol.state, size, (cmb_stream)stream, ptr);
+    if (st != CMB_OK && pool_may_trim(d)) {
+        /* The memory the policy caches serves the pool: released, then retried. */
+        d->m->trim(d->policy);
+        d->pool_trims++;
+        st = d->m->allocate(p->pol.state, size, (cmb_stream)stream, ptr);
+    }
+    d->pools_own += (uint64_t)(p->pol.up->stats.held_current - held);
+    return st;
+}
+
+static int pool_take_policy(pl_device *d, pl_pool *p, size_t size, void *stream, void **out)
+{
+    void *ptr = NULL;
+    cmb_status st = pool_policy_alloc(d, p, size, stream, &ptr);
+    if (st != CMB_OK) {
+        pool_report_oom(d, size, st);
+        return -1;
+    }
+    if (cmb_hashmap_put(&p->index, (uint64_t)(uintptr_t)ptr, size) ||
+        cmb_hashmap_put(&d->pool_of, (uint64_t)(uintptr_t)ptr, (uint64_t)(uintptr_t)p)) {
+        cmb_hashmap_remove(&p->index, (uint64_t)(uintptr_t)ptr, NULL);
+        d->m->deallocate(p->pol.state, ptr, size, (cmb_stream)stream);
+        _cmb_pl_error(1, "device %d: host out of memory for a graph pool", d->ordinal);
+        return -1;
+    }
+    uint64_t rounded = (size + PL_POOL_ROUND - 1) / PL_POOL_ROUND * PL_POOL_ROUND;
+    p->n_live++;
+    p->allocated += rounded;
+    d->pools_allocated += rounded;
+    *out = ptr;
+    return 0;
+}
+
+/* A live block of the pool's instance back to it (device lock held). */
+static int pool_give_policy(pl_device *d, pl_pool *p, void *ptr, void *stream)
+{
+    uint64_t size;
+    if (!cmb_hashmap_remove(&p->index, (uint64_t)(uintptr_t)ptr, &size))
+        return 0; /* freed twice: the policy's refusal counts it */
+    cmb_hashmap_remove(&d->pool_of, (uint64_t)(uintptr_t)ptr, NULL);
+    int64_t held = p->pol.up->stats.held_current;
+    /* A capture may be underway: whatever the policy gives back to its
+     * upstream then goes in relaxed mode, as its allocations do. */
+    int mode = atomic_load_explicit(&d->pools_active, memory_order_relaxed) ? _cmb_pl_relax(d) : PL_NO_MODE;
+    d->m->deallocate(p->pol.state, ptr, (size_t)size, (cmb_stream)stream);
+    _cmb_pl_unrelax(d, mode);
+    d->pools_own += (uint64_t)(p->pol.up->stats.held_current - held);
+    uint64_t rounded = (size + PL_POOL_ROUND - 1) / PL_POOL_ROUND * PL_POOL_ROUND;
+    p->n_live--;
+    p->allocated -= rounded;
+    d->pools_allocated -= rounded;
+    pool_destroy_if_done(d, p);
+    return 1;
+}
+
+/* --- a pool of segments (where no instance opens) ------------------------------------------- */
+
 static int pool_take(pl_device *d, pl_pool *p, size_t size, void *stream, void **out)
 {
+    if (!p->segments && (p->pol.state || !pool_open(d, p)))
+        return pool_take_policy(d, p, size, stream, out);
     uint64_t rounded = (size + PL_POOL_ROUND - 1) / PL_POOL_ROUND * PL_POOL_ROUND;
     void *ptr = NULL;
     for (uint32_t i = 0; i < p->n_blocks; i++) /* a freed block of the same size */
@@ -482,11 +605,7 @@ static int pool_take(pl_device *d, pl_pool *p, size_t size, void *stream, void *
         st = segment_alloc(d, (size_t)rounded, stream, &ptr);
     }
     if (st != CMB_OK) {
-        _cmb_pl_report_oom(d, size, st,
-                           pool_may_trim(d) ? "the graph pool's segment, after the policy released its cached memory"
-                           : d->m->trim ? "the graph pool's segment (the policy's cached memory cannot be released "
-                                          "during a capture over the cuda upstream: cudaFree synchronizes the device)"
-                                        : "the graph pool's segment");
+        pool_report_oom(d, size, st);
         return -1;
     }
     if (cmb_hashmap_put(&p->index, (uint64_t)(uintptr_t)ptr, p->n_blocks) ||
@@ -526,6 +645,8 @@ int _cmb_pl_pool_free(pl_device *d, void *ptr, void *stream)
     if (!cmb_hashmap_get(&d->pool_of, (uint64_t)(uintptr_t)ptr, &v))
         return 0;
     pl_pool *p = (pl_pool *)(uintptr_t)v;
+    if (p->pol.state)
+        return pool_give_policy(d, p, ptr, stream);
     if (!cmb_hashmap_get(&p->index, (uint64_t)(uintptr_t)ptr, &i) || !p->blocks[i].live)
         return 0; /* freed twice: the policy's refusal counts it */
     p->blocks[i].live = 0;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../allocators/cmb_allocator.h"
+#include "../allocators/policy.h"
 #include "../common/cmb_hashmap.h"
 #include "../traces/trace.h"
 #include "cmb_pluggable.h"
@@ -52,9 +53,11 @@ typedef struct pl_deferred {
     void **events;      /* NULL while a capture defers the recording itself */
 } pl_deferred;
 
-/* A CUDA graph's private pool (PyTorch's MempoolId_t): segments from the
- * device's upstream, reused only by the pool's own allocations, returned
- * when the pool is released and empty. */
+/* A CUDA graph's private pool (PyTorch's MempoolId_t): an instance of the
+ * device's policy over a child of its upstream (one memory, one cap),
+ * serving only the pool's allocations, closed when the pool is released
+ * and empty. Where no second instance opens, segments from the device's
+ * upstream, reused only by the pool's requests of the same rounded size. */
 typedef struct pl_pool_block {
     void *ptr;
     uint64_t size; /* rounded */
@@ -68,9 +71,11 @@ typedef struct pl_pool {
     int (*filter)(void *ctx, void *stream);
     void *filter_ctx;
     void (*filter_free)(void *ctx);
+    cmb_policy pol; /* pol.state NULL: not opened (yet), or segments */
+    int segments;   /* no instance would open: the segment pool below */
     pl_pool_block *blocks;
     uint32_t n_blocks, cap_blocks, n_live;
-    cmb_hashmap index; /* ptr -> index in blocks */
+    cmb_hashmap index; /* ptr -> index in blocks; with an instance, ptr -> size of a live block */
     uint64_t reserved, allocated;
     struct pl_pool *next;
 } pl_pool;
@@ -119,6 +124,7 @@ typedef struct pl_device {
     cmb_hashmap pool_of;       /* ptr -> pl_pool*, blocks of private pools (live or not) */
     uint64_t pools_reserved, pools_allocated;
     uint64_t pools_direct;     /* of pools_reserved, cudaMalloc'd beside the upstream (vmm) */
+    uint64_t pools_own;        /* held by the pools' instances (children of up, not in its held bytes) */
     uint64_t pool_trims;       /* policy trims a pool's allocation asked for */
     double fraction;           /* set_per_process_memory_fraction, 0: none */
     uint64_t capacity;          /* CMB_CAPACITY when the instance was made (0: none) */
@@ -159,6 +165,9 @@ void _cmb_pl_report_oom(pl_device *d, size_t size, int status, const char *extra
 /* Non-zero when CMB_TORCH_OOM=raise. */
 int _cmb_pl_torch_raises(void);
 
+/* The spec every device's policy was created from (a graph pool opens
+ * another instance of it). */
+const cmb_alloc_spec *_cmb_pl_spec(void);
 /* Records a failure as the last error; prints it on stderr when `print`. */
 void _cmb_pl_error(int print, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -118,10 +118,11 @@ void _cmb_pl_fill_stats(pl_device *d, cmb_pluggable_memstats *out)
     out->requested_current = d->requested.current + tc.requested;
     out->requested_peak = d->requested.peak > out->requested_current ? d->requested.peak : out->requested_current;
     /* A graph's private pools are the library's own blocks beside the
-     * policy's; their segments come from the same upstream, whose held
-     * bytes are the policy's reserved bytes (cmb_upstream.h). */
+     * policy's; a pool's segments come from the same upstream, whose held
+     * bytes are the policy's reserved bytes (cmb_upstream.h), a pool's own
+     * instance from a child of it, counted apart (pools_own). */
     out->allocated_current = ps.allocated.current + (int64_t)d->pools_allocated;
-    out->reserved_current = ps.reserved.current + (int64_t)d->pools_direct;
+    out->reserved_current = ps.reserved.current + (int64_t)d->pools_direct + (int64_t)d->pools_own;
     if (d->peaks_reset) {
         out->allocated_peak = peak_since(ps.allocated.peak, d->allocated_base, d->allocated_since);
         out->reserved_peak = peak_since(ps.reserved.peak, d->reserved_base, d->reserved_since);

@@ -401,6 +401,11 @@ static void read_free_at_create(void *ctx, cmb_upstream *up)
     d->total = (int64_t)tb;
 }
 
+const cmb_alloc_spec *_cmb_pl_spec(void)
+{
+    return cfg.spec;
+}
+
 /* Opens the upstream and creates the policy for device d through the
  * policy object (allocators/policy.h; global lock held, the device
  * current). 0, or -1 with a reason. */

@@ -212,6 +212,56 @@ static void events_complete_at_once(void **state)
     cmb_upstream_close(u);
 }
 
+/* A child shares its parent's memory, addresses and cap, keeps its own
+ * held bytes, and gives back what it holds when closed. */
+static void child_shares_the_cap(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1ull << 30, (cmb_fault_spec){.cap_bytes = 8u << 20}), *c = NULL;
+    char err[256];
+    void *a, *b, *x;
+    size_t f, t;
+    assert_int_equal(cmb_upstream_open_child(u, &c, err, sizeof err), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 6u << 20, NULL, &a), CMB_OK);
+    assert_int_equal(cmb_up_alloc(c, 4u << 20, NULL, &x), CMB_ERR_OOM); /* 10 MiB > the parent's 8 */
+    assert_int_equal(cmb_up_alloc(c, 2u << 20, NULL, &b), CMB_OK);
+    assert_ptr_not_equal(a, b); /* one address space */
+    assert_int_equal(u->stats.held_current, 6 << 20);
+    assert_int_equal(c->stats.held_current, 2 << 20);
+    assert_int_equal(cmb_up_mem_info(u, &f, &t), CMB_OK);
+    assert_int_equal(f, 0);
+    assert_int_equal(cmb_up_alloc(u, 1u << 20, NULL, &x), CMB_ERR_OOM); /* the child's bytes count */
+    assert_int_equal(cmb_upstream_close(c), 2 << 20);                   /* its 2 MiB back */
+    assert_int_equal(cmb_up_alloc(u, 2u << 20, NULL, &x), CMB_OK);
+    assert_int_equal(cmb_upstream_close(u), 8 << 20);
+}
+
+static int hold_flag;
+static int hold_now(void *ctx)
+{
+    return *(int *)ctx;
+}
+
+/* While held, events and synchronizations answer "not yet" (a capture
+ * forbids them); a destroy still goes through. */
+static void stream_ops_held_back(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(1u << 20, (cmb_fault_spec){0});
+    cmb_event ev;
+    cmb_upstream_hold_stream_ops(u, hold_now, &hold_flag);
+    hold_flag = 1;
+    assert_int_equal(cmb_up_event_record(u, (cmb_stream)(uintptr_t)2, &ev), CMB_ERR_STATE);
+    assert_int_equal(cmb_up_stream_sync(u, NULL), CMB_ERR_STATE);
+    hold_flag = 0;
+    assert_int_equal(cmb_up_event_record(u, (cmb_stream)(uintptr_t)2, &ev), CMB_OK);
+    hold_flag = 1;
+    assert_int_equal(cmb_up_event_query(u, ev), CMB_ERR_STATE);
+    assert_int_equal(cmb_up_event_rerecord(u, (cmb_stream)(uintptr_t)3, ev), CMB_ERR_STATE);
+    assert_int_equal(cmb_up_event_destroy(u, ev), CMB_OK);
+    cmb_upstream_close(u);
+}
+
 /* cmb_upstream_ops is generated from CMB_UPSTREAM_OPS and is part of the
  * plug-in ABI: its fields keep the places plug-ins were built with. */
 static void ops_table_keeps_the_abi_order(void **state)
@@ -265,6 +315,8 @@ int main(void)
         cmocka_unit_test(fault_random_is_seeded),
         cmocka_unit_test(fault_capacity_cap),
         cmocka_unit_test(events_complete_at_once),
+        cmocka_unit_test(child_shares_the_cap),
+        cmocka_unit_test(stream_ops_held_back),
         cmocka_unit_test(bad_configuration),
         cmocka_unit_test(ops_table_keeps_the_abi_order),
     };
