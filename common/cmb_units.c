@@ -52,7 +52,9 @@ int cmb_parse_double(const char *s, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v))
+    /* a subnormal reads back from its shortest decimal only inexactly (ERANGE),
+     * so its canonical text would be refused: no parameter needs one */
+    if (errno || *end || !isfinite(v) || fpclassify(v) == FP_SUBNORMAL)
         return -1;
     *out = v;
     return 0;

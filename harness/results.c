@@ -762,9 +762,10 @@ static int push_name(name_list *l, const char *name)
     return 0;
 }
 
-static void pop_name(name_list *l, const char *name)
+/* Back to the first n names (what the list held before a case began). */
+static void cut_names(name_list *l, size_t n)
 {
-    if (l->n && !strcmp(l->v[l->n - 1], name))
+    while (l->n > n)
         free(l->v[--l->n]);
 }
 
@@ -803,6 +804,7 @@ typedef struct recovery {
     name_list done, failed, needs_json; /* needs_json: cases with a row that is not "skipped" */
     size_t *rows, rows_cap;             /* rows of each case of `done`, in file order */
     size_t last_at, csv_end, csv_len;
+    size_t last_failed, last_needs_json; /* the lists' lengths before the last case's first row */
     json_t *doc;
     int json_how;
 } recovery;
@@ -827,6 +829,10 @@ static int on_row(const char *const *f, size_t at, void *ctx)
         }
         r->rows[r->done.n] = 0;
         r->last_at = at;
+        /* the same case in an earlier stretch is not pushed again, so
+         * dropping the last case cuts back to these, never pops a name */
+        r->last_failed = r->failed.n;
+        r->last_needs_json = r->needs_json.n;
     }
     r->rows[r->done.n - (r->done.n && !strcmp(r->done.v[r->done.n - 1], name))]++;
     if (push_name(&r->done, name) || (strcmp(status, CMB_STATUS_SKIPPED) && push_name(&r->needs_json, name)) ||
@@ -916,9 +922,9 @@ static int cut_last_case(recovery *r, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read %s again: %s", path, strerror(errno));
     free(text);
     if (last) {
-        pop_name(&r->failed, last);
-        pop_name(&r->needs_json, last);
-        pop_name(&r->done, last);
+        cut_names(&r->failed, r->last_failed);
+        cut_names(&r->needs_json, r->last_needs_json);
+        cut_names(&r->done, r->done.n - 1);
     }
     r->c->csv_repaired = 1;
     return rc;

@@ -38,6 +38,15 @@ static void canonical_values(void **state)
     assert_string_equal(out, "true");
     assert_int_equal(cmb_param_canonical(fill, "0.99", out, sizeof out, err, sizeof err), -1);
     assert_non_null(strstr(err, "out of range"));
+    /* a subnormal's shortest decimal reads back inexactly: refused, so every canonical text reads again */
+    assert_int_equal(cmb_param_canonical(fill, "1e-310", out, sizeof out, err, sizeof err), -1);
+    assert_int_equal(cmb_param_canonical(fill, "0x0.0000000000000000000000000000000000000000000000000000000000000000"
+                                               "00000000000000000000000000000000000000000000000000000000000000000000"
+                                               "00000000000000000000000000000000000000000000000000000000000000000000"
+                                               "00000000000000000000000000000000000000000000000000000000000000000000"
+                                               "09303",
+                                         out, sizeof out, err, sizeof err),
+                     -1);
 }
 
 static size_t expand(const char *scenario, cmb_preset preset, const cmb_param_override *ov, size_t n_ov,

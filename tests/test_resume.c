@@ -171,6 +171,18 @@ static void resume_refuses_what_it_cannot_continue(void **state)
     assert_int_equal(sh("truncate -s -200 %s/r/results.json && '%s' --resume %s/r", tmp, bin, tmp), 2);
     if (!strstr(sh_out, "which results.json lacks"))
         fail_msg("%s", sh_out);
+    /* a case in two stretches (a skipped case between), the second torn and dropped, and the JSON without
+     * the case: still the first stretch's, refused (dropping the tail once forgot the first stretch) */
+    assert_int_equal(sh("'%s' --mode sim --quiet --scenario churn --allocator cuda,cub %s --repetitions 1 "
+                        "--out %s/s",
+                        bin, SMALL, tmp), 0);
+    assert_int_equal(sh("cd %s/s && grep -m1 ',cuda,' results.csv > row && cat row >> results.csv && head -c 30 row >> results.csv && "
+                        "python3 -c \"import json; d=json.load(open('results.json')); d['benchmarks']=[]; "
+                        "json.dump(d, open('results.json', 'w'))\"",
+                        tmp), 0);
+    assert_int_equal(sh("'%s' --resume %s/s", bin, tmp), 2);
+    if (!strstr(sh_out, "which results.json lacks"))
+        fail_msg("%s", sh_out);
 }
 
 int main(void)
