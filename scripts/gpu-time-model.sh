@@ -6,7 +6,13 @@
 # cmb, cuda and rmm-pool through libcmb_pluggable.so), every step timed,
 # three rounds after a warm-up; then the measured difference in step time
 # against native PyTorch beside the difference the cost model predicts from
-# the sim replay of the same traffic. Needs a GPU, PyTorch, torchvision and
+# the sim replay of the same traffic. Each setting runs in CMB_TM_PROCS
+# processes (default "1 2": two, the second pass over the settings in the
+# reverse order, so what varies between processes, such as the kernels a
+# process chooses, is in the spread), CMB_TM_ROUNDS rounds each (default 5);
+# CMB_TM_WORKLOADS picks the programs (default all three). A run split over
+# several calls writes into one OUT_DIR each; `time_model.py table` over
+# their logs together makes the table. Needs a GPU, PyTorch, torchvision and
 # a cost file; builds nothing.
 #
 #   scripts/gpu-time-model.sh BUILD_DIR OUT_DIR COSTS_JSON
@@ -32,6 +38,9 @@ py=${CMB_PYTHON:-python3}
 work="$out/logs"
 mkdir -p "$work"
 budget=${CMB_TM_BUDGET:-450}
+rounds=${CMB_TM_ROUNDS:-5}
+procs=${CMB_TM_PROCS:-1 2}
+workloads=${CMB_TM_WORKLOADS:-transformer convnet llm-decode}
 start=$(date +%s)
 rc=0
 
@@ -49,7 +58,7 @@ job() { # NAME WORKLOAD SETTING [--trace FILE]
         --policy "$(policy_of "$setting")" "$@" ;;
     esac
     t0=$(date +%s)
-    timeout 75 "$@" --workload "$wl" --out "$work/$name.json" >"$work/$name.log" 2>&1 || rc=1
+    timeout 90 "$@" --workload "$wl" --rounds "$rounds" --out "$work/$name.json" >"$work/$name.log" 2>&1 || rc=1
     echo "$name: $(($(date +%s) - t0)) s" | tee -a "$work/times.txt"
 }
 
@@ -62,12 +71,20 @@ policy_of() {
     esac
 }
 
-for wl in transformer convnet llm-decode; do
-    job "$wl-native" "$wl" native
-    job "$wl-lib-torch-caching" "$wl" lib-torch-caching --trace "$work/$wl.trace"
-    cp "$work/$wl.trace" "$work/../$wl.trace" 2>/dev/null || true
-    for s in native-expandable lib-cmb lib-rmm-pool lib-cuda; do
-        job "$wl-$s" "$wl" "$s"
+settings="native lib-torch-caching native-expandable lib-cmb lib-rmm-pool lib-cuda"
+reversed="lib-cuda lib-rmm-pool lib-cmb native-expandable lib-torch-caching native"
+for p in $procs; do
+    sfx= order=$settings
+    [ "$p" = 1 ] || sfx=.p$p order=$reversed
+    for wl in $workloads; do
+        for s in $order; do
+            if [ "$s" = lib-torch-caching ] && [ ! -s "$work/$wl.trace" ]; then
+                job "$wl-$s$sfx" "$wl" "$s" --trace "$work/$wl.trace" # the traffic the replays price
+                cp "$work/$wl.trace" "$out/$wl.trace" 2>/dev/null || true
+            else
+                job "$wl-$s$sfx" "$wl" "$s"
+            fi
+        done
     done
 done
 "$py" scripts/time_model.py table --work "$work" --bin "$bin" --costs "$costs" --out "$out" || rc=1
