@@ -93,6 +93,19 @@ def workload(name, torch, dev="cuda"):
     raise SystemExit(f"time_model.py: unknown workload {name!r} (transformer, convnet, llm-decode)")
 
 
+COUNTED = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams",
+           "segment.all.allocated", "segment.all.freed", "allocation.all.allocated")
+
+
+def allocator_counts(torch):
+    """The cumulative counters of torch.cuda.memory_stats() that say what the allocator called."""
+    try:
+        stats = torch.cuda.memory_stats()
+    except Exception:  # noqa: BLE001 - a library without statistics: nothing to count
+        return {}
+    return {k: stats[k] for k in COUNTED if isinstance(stats.get(k), (int, float))}
+
+
 def run(args):
     cmb = None
     if args.policy:
@@ -108,6 +121,7 @@ def run(args):
         for i in range(steps):  # warm-up: kernels chosen, pools grown
             step(i)
         torch.cuda.synchronize()
+        before = allocator_counts(torch)
         for r in range(args.rounds):
             if r == 0 and args.trace and cmb:
                 cmb.trace_start(args.trace)
@@ -121,6 +135,10 @@ def run(args):
                 cmb.trace_stop()
             out["rounds"].append(times)
         out["steps"] = steps
+        after = allocator_counts(torch)
+        # what the allocator did in the measured rounds, by its own statistics (native PyTorch's;
+        # through the library, what the library's statistics answer)
+        out["allocator_counts"] = {k: after[k] - before[k] for k in after if k in before}
     except Exception as e:  # noqa: BLE001 - a setting that fails is a row saying so
         out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     with open(args.out, "w") as f:
