@@ -39,10 +39,13 @@ out=$(cd "$1" && pwd)
 py=${CMB_PYTHON:-python3}
 "$py" -c "import torch, torchvision; assert torch.cuda.is_available()" 2>/dev/null ||
     { echo "$0: needs PyTorch and torchvision with a GPU ($py)" >&2; exit 2; }
+# tune prices with this card's committed cost file (results/<gpu>/costs.json)
+CMB_GPU_MODEL=${CMB_GPU_MODEL:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)}
+export CMB_GPU_MODEL
 export CMB_PLUGGABLE_LIB="$lib" PYTHONPATH="$root/python:$root/scripts${PYTHONPATH:+:$PYTHONPATH}"
 cd "$root" || exit 2
 budget=${CMB_TUNE_BUDGET:-420}
-rounds=${CMB_TUNE_ROUNDS:-2}
+rounds=${CMB_TUNE_ROUNDS:-5}
 start=$(date +%s)
 rc=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
@@ -82,8 +85,13 @@ one() { # WORKLOAD
     "$bin" tune "$out/$wl.pickle" --budget "$b" --json >"$out/$wl.tune.json" 2>"$out/$wl.tune.log" || { rc=1; return; }
     echo "$wl.tune: budget $b B, $(($(date +%s) - t0)) s" | tee -a "$out/times.txt"
     command -v gnuplot >/dev/null && "$py" plots/tune_front.py "$out/$wl.tune.json" "$out/$wl-front.png"
-    wrapped "$wl.recommended" "$(field "$out/$wl.tune.json" 'd["recommendation"]["run_setting"]')" "$b" "$wl" || rc=1
-    wrapped "$wl.recorded" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" 0 "$wl" || rc=1
+    rec=$(field "$out/$wl.tune.json" 'd["recommendation"]["run_setting"]')
+    old=$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')
+    wrapped "$wl.recommended" "$rec" "$b" "$wl" || rc=1
+    wrapped "$wl.recorded" "$old" 0 "$wl" || rc=1
+    # a second process of each, in the other order: what varies between processes is in the spread
+    wrapped "$wl.recorded.p2" "$old" 0 "$wl" || rc=1
+    wrapped "$wl.recommended.p2" "$rec" "$b" "$wl" || rc=1
 }
 
 for wl in transformer convnet llm-decode; do
@@ -110,6 +118,14 @@ def load(name):
     except (OSError, ValueError):
         return None
 
+def merged(name):
+    """The steps of process `name` and of its second process (name.p2), rounds in one list."""
+    a, b = load(f"{name}.steps.json"), load(f"{name}.p2.steps.json")
+    if a and b and b.get("rounds"):
+        a = dict(a, rounds=(a.get("rounds") or []) + b["rounds"])
+    return a
+
+
 def step_ms(steps):
     if not steps or not steps.get("rounds"):
         return None
@@ -129,8 +145,8 @@ gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
 rows, doc = [], {"gpu": gpu, "workloads": {}}
 for wl in ("transformer", "convnet", "llm-decode"):
     t, rec, old, ob = (load(f"{wl}.{k}.json") for k in ("tune", "recommended", "recorded", "recorded-on-budget"))
-    srec, sold, srecord, sob = (load(f"{wl}.{k}.steps.json")
-                                for k in ("recommended", "recorded", "record", "recorded-on-budget"))
+    srec, sold = merged(f"{wl}.recommended"), merged(f"{wl}.recorded")
+    srecord, sob = (load(f"{wl}.{k}.steps.json") for k in ("record", "recorded-on-budget"))
     if not t or not t.get("recommendation"):
         rows.append(f"| {wl} | no recommendation (see {wl}.tune.log) | | | | | | |")
         continue
@@ -170,8 +186,9 @@ with open(os.path.join(out, "tune.md"), "w") as f:
     f.write("GPU: " + "; ".join(gpu) + ". Made by `scripts/gpu-tune.sh`. Each program recorded under PyTorch's "
             "default, tuned under a budget (GiB) halfway between the smallest GPU any candidate fits and the "
             "one the recorded setting needs, then run under the recommendation capped at the budget. Peak "
-            "reserved: predicted by the replay on a GPU of the budget / measured. Step: the median over rounds "
-            "of the mean step, recorded setting (no cap) / recommended (capped). Δ step: predicted (the cost "
+            "reserved: predicted by the replay on a GPU of the budget / measured. Step: the median of the rounds' "
+            f"mean steps over two processes of {len((srec or {}).get('rounds') or []) // 2 or '?'} rounds each, recorded "
+            "setting (no cap) / recommended (capped). Δ step: predicted (the cost "
             "file's allocator time per pass on the budget minus the recorded setting's, per step) / measured; "
             "within max(25%, 1 ms).\n\n")
     f.write("| program | budget GiB | recorded, smallest GPU GiB | recommended, smallest GPU GiB | ran, no OOM | "
