@@ -134,25 +134,58 @@ static int results_dir(char *dir, size_t len)
     return access(dir, R_OK) == 0 ? 0 : -1;
 }
 
+/* The GPU's directory name under results/ (harness/env.c's slug): its
+ * words lower-cased and joined by '-'. "NVIDIA H200" -> "nvidia-h200". */
+static size_t gpu_slug(const char *model, char *slug, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = model; *p && n + 1 < len; p++)
+        if (isalnum((unsigned char)*p))
+            slug[n++] = (char)tolower((unsigned char)*p);
+        else if (n && slug[n - 1] != '-')
+            slug[n++] = '-';
+    while (n && slug[n - 1] == '-')
+        n--;
+    slug[n] = '\0';
+    return n;
+}
+
+/* The directories of results/ that hold a costs.json, in name order (so a
+ * tie and a message come out the same on every file system). */
+static int cost_dirs(char *dir, size_t len, struct dirent ***list)
+{
+    if (results_dir(dir, len))
+        return -1;
+    return scandir(dir, list, NULL, alphasort);
+}
+
+static int has_costs(const char *dir, const struct dirent *e)
+{
+    char probe[900];
+    snprintf(probe, sizeof probe, "%s/%s/costs.json", dir, e->d_name);
+    return e->d_name[0] != '.' && access(probe, R_OK) == 0;
+}
+
 /* The committed cost file (results/<gpu>/costs.json) whose directory
- * shares the longest prefix with `want`: its path, and the prefix's length
- * in *shared. -1 when none is committed. */
+ * shares the longest prefix with the slug `want`: its path, and the
+ * prefix's length in *shared. -1 when none is committed. */
 static int closest_cost_file(const char *want, char *path, size_t len, size_t *shared)
 {
-    char dir[600], best[256] = "", probe[900];
+    char dir[600], best[256] = "";
     size_t best_n = 0;
-    DIR *d;
-    if (results_dir(dir, sizeof dir) || !(d = opendir(dir)))
+    struct dirent **list;
+    int n = cost_dirs(dir, sizeof dir, &list);
+    if (n < 0)
         return -1;
-    for (struct dirent *e; (e = readdir(d));) {
-        snprintf(probe, sizeof probe, "%s/%s/costs.json", dir, e->d_name);
-        size_t n = shared_prefix(e->d_name, want);
-        if (e->d_name[0] != '.' && access(probe, R_OK) == 0 && (n > best_n || !best[0])) {
-            best_n = n;
-            snprintf(best, sizeof best, "%s", e->d_name);
+    for (int i = 0; i < n; i++) {
+        size_t k = shared_prefix(list[i]->d_name, want);
+        if (has_costs(dir, list[i]) && (k > best_n || !best[0])) {
+            best_n = k;
+            snprintf(best, sizeof best, "%s", list[i]->d_name);
         }
+        free(list[i]);
     }
-    closedir(d);
+    free(list);
     if (!best[0])
         return -1;
     snprintf(path, len, "%s/%s/costs.json", dir, best);
@@ -162,8 +195,11 @@ static int closest_cost_file(const char *want, char *path, size_t len, size_t *s
 
 int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)
 {
+    char slug[128];
     size_t shared;
-    return closest_cost_file(gpu_model && *gpu_model ? gpu_model : "nvidia-h100", path, len, &shared);
+    if (!gpu_model || !gpu_slug(gpu_model, slug, sizeof slug))
+        snprintf(slug, sizeof slug, "nvidia-h100");
+    return closest_cost_file(slug, path, len, &shared);
 }
 
 /* --- chosen on the command line ------------------------------------------------------------------- */
@@ -199,33 +235,24 @@ int cmb_costs_use_file(const char *path, char *err, size_t errlen)
 /* The committed GPUs with a cost file, "a, b", for a message. */
 static void committed_gpus(char *out, size_t len)
 {
-    char dir[600], probe[900];
-    DIR *d;
+    char dir[600];
+    struct dirent **list;
     size_t used = 0;
+    int n = cost_dirs(dir, sizeof dir, &list);
     out[0] = '\0';
-    if (results_dir(dir, sizeof dir) || !(d = opendir(dir)))
-        return;
-    for (struct dirent *e; (e = readdir(d)) && used < len;) {
-        snprintf(probe, sizeof probe, "%s/%s/costs.json", dir, e->d_name);
-        if (e->d_name[0] != '.' && access(probe, R_OK) == 0)
-            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "", e->d_name);
+    for (int i = 0; i < n; i++) {
+        if (used < len && has_costs(dir, list[i]))
+            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "", list[i]->d_name);
+        free(list[i]);
     }
-    closedir(d);
+    if (n >= 0)
+        free(list);
 }
 
 int cmb_costs_use_gpu_model(const char *model, char *err, size_t errlen)
 {
     char slug[128], path[1024], have[512];
-    size_t n = 0;
-    for (const char *p = model; *p && n + 1 < sizeof slug; p++) /* harness/env.c's slug: words joined by '-' */
-        if (isalnum((unsigned char)*p))
-            slug[n++] = (char)tolower((unsigned char)*p);
-        else if (n && slug[n - 1] != '-')
-            slug[n++] = '-';
-    while (n && slug[n - 1] == '-')
-        n--;
-    slug[n] = '\0';
-    size_t shared = 0;
+    size_t n = gpu_slug(model, slug, sizeof slug), shared = 0;
     if (!n || closest_cost_file(slug, path, sizeof path, &shared) || !shared) {
         committed_gpus(have, sizeof have);
         snprintf(err, errlen, "--gpu-model %s: no committed cost file is close to '%s' (committed: %s); measure one "

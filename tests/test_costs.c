@@ -160,6 +160,18 @@ static void cli_options_choose_the_file(void **state)
              cmb_test_src(), dir);
     assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
     assert_string_equal(out, "1\n");
+    /* CMB_GPU_MODEL as nvidia-smi names the card (tune and replay without --gpu-model): each card its own
+     * file (the name was once compared unslugged, so both got the directory's first) */
+    const char *cards[][2] = {{"NVIDIA H200", "nvidia-h200"}, {"NVIDIA H100 80GB HBM3", "nvidia-h100"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && env -u CMB_COSTS CMB_GPU_MODEL='%s' \"$CMB_BIN\" --mode sim --scenario replay "
+                 "--allocator cuda --param trace=traces/samples/churn_small.trace --param find_min_capacity=false "
+                 "--repetitions 1 --out %s/h%d 2>&1 | grep -c 'predicted from .*results/%s/costs.json'",
+                 cmb_test_src(), cards[i][0], dir, i, cards[i][1]);
+        assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+        assert_string_equal(out, "1\n");
+    }
 }
 
 int main(void)
