@@ -657,6 +657,48 @@ int cmb_upstream_contains(const cmb_upstream *u, const void *ptr, size_t size)
     return pages_all(r, first, last - first + 1, 1);
 }
 
+/* --- what is held, range by range ----------------------------------------------------- */
+
+static size_t put_segment(cmb_upstream_segment *out, size_t cap, size_t n, uintptr_t start, size_t size,
+                          uintptr_t reserved_at)
+{
+    if (n < cap)
+        out[n] = (cmb_upstream_segment){start, size, reserved_at};
+    return n + 1;
+}
+
+static int segment_cmp(const void *a, const void *b)
+{
+    uintptr_t x = ((const cmb_upstream_segment *)a)->start, y = ((const cmb_upstream_segment *)b)->start;
+    return (x > y) - (x < y);
+}
+
+size_t cmb_upstream_segments(const cmb_upstream *u, cmb_upstream_segment *out, size_t cap)
+{
+    upstream_impl *im = impl_of(u);
+    size_t n = 0;
+    for (cmb_rbnode *nd = cmb_rb_first(&im->ranges); nd; nd = cmb_rb_next(nd)) {
+        live_range *r = cmb_rb_entry(nd, live_range, node);
+        n = put_segment(out, cap, n, r->start, r->size, 0);
+    }
+    for (size_t i = 0; i < im->n_res; i++) {
+        const reservation *r = &im->res[i];
+        size_t pages = r->size / u->granularity, run = 0;
+        for (size_t p = 0; p <= pages; p++) { /* a run of mapped pages ends at an unmapped one or the end */
+            if (p < pages && r->mapped_pages && pages_all(r, p, 1, 1)) {
+                run++;
+                continue;
+            }
+            if (run)
+                n = put_segment(out, cap, n, r->va + (p - run) * u->granularity, run * u->granularity, r->va);
+            run = 0;
+        }
+    }
+    if (im->n_res)
+        qsort(out, n < cap ? n : cap, sizeof *out, segment_cmp);
+    return n;
+}
+
 uint64_t cmb_upstream_misuse_count(const cmb_upstream *u)
 {
     return impl_of(u)->misuse;
