@@ -673,6 +673,32 @@ static int segment_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The runs of mapped pages of one reservation, a byte of the page map at a
+ * time where it is all mapped or all not (a reservation can span the device). */
+static size_t mapped_runs(const cmb_upstream *u, const reservation *r, cmb_upstream_segment *out, size_t cap,
+                          size_t n)
+{
+    size_t pages = r->size / u->granularity, run = 0, p = 0;
+    while (r->mapped_pages && p <= pages) { /* a run ends at an unmapped page or the end */
+        uint8_t byte = p < pages ? r->mapped[p / 8] : 0;
+        if (p % 8 == 0 && p + 8 <= pages && byte == 0xff) {
+            run += 8;
+            p += 8;
+            continue;
+        }
+        if (p < pages && ((byte >> (p % 8)) & 1)) {
+            run++;
+            p++;
+            continue;
+        }
+        if (run)
+            n = put_segment(out, cap, n, r->va + (p - run) * u->granularity, run * u->granularity, r->va);
+        run = 0;
+        p += p % 8 == 0 && byte == 0 && p < pages ? 8 : 1; /* bits past the last page are never set */
+    }
+    return n;
+}
+
 size_t cmb_upstream_segments(const cmb_upstream *u, cmb_upstream_segment *out, size_t cap)
 {
     upstream_impl *im = impl_of(u);
@@ -681,20 +707,9 @@ size_t cmb_upstream_segments(const cmb_upstream *u, cmb_upstream_segment *out, s
         live_range *r = cmb_rb_entry(nd, live_range, node);
         n = put_segment(out, cap, n, r->start, r->size, 0);
     }
-    for (size_t i = 0; i < im->n_res; i++) {
-        const reservation *r = &im->res[i];
-        size_t pages = r->size / u->granularity, run = 0;
-        for (size_t p = 0; p <= pages; p++) { /* a run of mapped pages ends at an unmapped one or the end */
-            if (p < pages && r->mapped_pages && pages_all(r, p, 1, 1)) {
-                run++;
-                continue;
-            }
-            if (run)
-                n = put_segment(out, cap, n, r->va + (p - run) * u->granularity, run * u->granularity, r->va);
-            run = 0;
-        }
-    }
-    if (im->n_res)
+    for (size_t i = 0; i < im->n_res; i++)
+        n = mapped_runs(u, &im->res[i], out, cap, n);
+    if (im->n_res && (n < cap ? n : cap) > 1)
         qsort(out, n < cap ? n : cap, sizeof *out, segment_cmp);
     return n;
 }

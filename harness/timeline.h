@@ -95,6 +95,8 @@ typedef struct cmb_timeline_moments {
     size_t segs_cap;
     struct cmb_live_block *live;
     size_t live_cap;
+    uint64_t *sizes;
+    size_t sizes_cap;
 } cmb_timeline_moments;
 
 typedef struct cmb_timeline {

@@ -7,6 +7,7 @@
 #include "timeline.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ void cmb_timeline_moments_free(cmb_timeline_moments *mo)
     moment_free(&mo->end);
     free(mo->segs);
     free(mo->live);
+    free(mo->sizes);
     memset(mo, 0, sizeof *mo);
 }
 
@@ -82,14 +84,6 @@ static int by_addr(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int by_size_desc(const void *a, const void *b)
-{
-    const cmb_live_block *x = a, *y = b;
-    if (x->size != y->size)
-        return x->size < y->size ? 1 : -1;
-    return (x->addr > y->addr) - (x->addr < y->addr);
-}
-
 /* The live blocks into mo->live, by address; their count, or -1. */
 static long walk_blocks(cmb_timeline_moments *mo, const cmb_metered *mt)
 {
@@ -99,7 +93,8 @@ static long walk_blocks(cmb_timeline_moments *mo, const cmb_metered *mt)
         return -1;
     for (size_t it = 0; n < mo->live_cap && cmb_hashmap_next(&mt->live, &it, &key, &val);)
         mo->live[n++] = (cmb_live_block){key, val, UINT32_MAX};
-    qsort(mo->live, n, sizeof *mo->live, by_addr);
+    if (n > 1)
+        qsort(mo->live, n, sizeof *mo->live, by_addr);
     return (long)n;
 }
 
@@ -130,25 +125,59 @@ static void place(cmb_timeline_moment *m, cmb_live_block *b, size_t nb)
     m->outside += nb - i;
 }
 
-static int by_seg_offset(const void *a, const void *b)
+/* The k-th largest of v[0..n) (counting from 0; k < n), found in place
+ * (Hoare's selection). */
+static uint64_t kth_largest(uint64_t *v, size_t n, size_t k)
 {
-    const cmb_timeline_block *x = a, *y = b;
-    if (x->seg != y->seg)
-        return x->seg < y->seg ? -1 : 1;
-    return (x->offset > y->offset) - (x->offset < y->offset);
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, want = (ptrdiff_t)k;
+    while (lo < hi) {
+        uint64_t pivot = v[lo + (hi - lo) / 2], t;
+        ptrdiff_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] > pivot)
+                i++;
+            while (v[j] < pivot)
+                j--;
+            if (i <= j) {
+                t = v[i], v[i] = v[j], v[j] = t;
+                i++, j--;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            return v[want];
+    }
+    return v[want];
 }
 
-/* The largest CMB_TIMELINE_MOMENT_BLOCKS blocks in segments, kept. */
-static int keep_largest(cmb_timeline_moment *m, cmb_live_block *b, size_t nb)
+/* The largest CMB_TIMELINE_MOMENT_BLOCKS blocks in segments kept, in
+ * address order (so by segment and offset); of equal sizes at the cut, the
+ * lowest addresses. Without a sort: the blocks are in address order. */
+static int keep_largest(cmb_timeline_moments *mo, cmb_timeline_moment *m, const cmb_live_block *b, size_t nb)
 {
-    qsort(b, nb, sizeof *b, by_size_desc);
-    m->kept = malloc(CMB_TIMELINE_MOMENT_BLOCKS * sizeof *m->kept);
-    if (!m->kept)
+    size_t in = 0, want = CMB_TIMELINE_MOMENT_BLOCKS, ties;
+    uint64_t cut = 0;
+    m->kept = malloc(want * sizeof *m->kept);
+    if (!m->kept || grow((void **)&mo->sizes, &mo->sizes_cap, nb, sizeof *mo->sizes))
         return -1;
-    for (size_t i = 0; i < nb && m->n_kept < CMB_TIMELINE_MOMENT_BLOCKS; i++)
+    for (size_t i = 0; i < nb; i++)
         if (b[i].seg != UINT32_MAX)
-            m->kept[m->n_kept++] = (cmb_timeline_block){b[i].addr - m->seg[b[i].seg].start, b[i].size, b[i].seg};
-    qsort(m->kept, m->n_kept, sizeof *m->kept, by_seg_offset);
+            mo->sizes[in++] = b[i].size;
+    if (in > want)
+        cut = kth_largest(mo->sizes, in, want - 1);
+    ties = want;
+    for (size_t i = 0; i < nb; i++) /* those above the cut take their places first */
+        ties -= b[i].seg != UINT32_MAX && b[i].size > cut && in > want;
+    for (size_t i = 0; i < nb && m->n_kept < want; i++) {
+        if (b[i].seg == UINT32_MAX || b[i].size < cut || (b[i].size == cut && in > want && !ties))
+            continue;
+        if (b[i].size == cut && in > want)
+            ties--;
+        m->kept[m->n_kept++] = (cmb_timeline_block){b[i].addr - m->seg[b[i].seg].start, b[i].size, b[i].seg};
+    }
     return 0;
 }
 
@@ -167,7 +196,7 @@ static int take_moment(cmb_timeline_moments *mo, uint64_t op, const cmb_metered 
         m->seg[i] = (cmb_timeline_segment){mo->segs[i].start, mo->segs[i].size, mo->segs[i].reserved_at, 0, 0, 0};
     m->blocks = (uint64_t)nb;
     place(m, mo->live, (size_t)nb);
-    if (keep_largest(m, mo->live, (size_t)nb))
+    if (keep_largest(mo, m, mo->live, (size_t)nb))
         goto out_fail;
     return 0;
 
@@ -289,7 +318,8 @@ int cmb_timeline_moments_write(const cmb_timeline_moments *mo, const char *path,
         all[n++] = &mo->at[i];
     if (mo->have_end)
         all[n++] = &mo->end;
-    qsort(all, n, sizeof *all, by_moment_op); /* equal ops: the same state, written once */
+    if (n > 1)
+        qsort(all, n, sizeof *all, by_moment_op); /* equal ops: the same state, written once */
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) {

@@ -181,4 +181,29 @@ if not 256 <= moments <= 514:
 print(f"segments: {count} at op {op} (clicked {picked}), {nbytes} bytes = reserved, covered = requested; "
       f"{moments} moments in the file, each adding up")
 PY
+# the page's moments: the largest blocks the harness placed are those the
+# trace leaves live there (the 48 largest sizes of both agree at every moment)
+"$py" - "$tmp/report.html" <<'PY' || exit 1
+import json, re, sys
+page = open(sys.argv[1]).read()
+d = json.loads(re.search(r"class='tl-data'>(.*?)</script>", page, re.S).group(1))
+kf = {k[0]: k for k in d["kf"]}
+n = 0
+for m in d["sg"]["m"]:
+    k = kf.get(m[0])
+    if k is None or not k[3]:
+        continue
+    placed = sorted(m[7][2::3], reverse=True)[:48]
+    traced = sorted(k[4][0::4], reverse=True)
+    if placed != traced:
+        print(f"FAIL: op {m[0]}: the largest blocks placed {placed[:5]}... differ from the trace's {traced[:5]}...",
+              file=sys.stderr)
+        sys.exit(1)
+    n += 1
+if n < len(d["sg"]["m"]) // 2:
+    print(f"FAIL: only {n} of {len(d['sg']['m'])} moments with segments have the trace's blocks", file=sys.stderr)
+    sys.exit(1)
+print(f"page: {len(d['sg']['m'])} moments with segments (of {d['sg']['of']} recorded), the largest blocks the "
+      f"trace's at {n}")
+PY
 echo "report timeline in headless Chromium: $((size >> 10)) KiB page"
