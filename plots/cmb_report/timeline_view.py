@@ -126,8 +126,8 @@ JS = r"""
       ds.segOp = m[0]; ds.segCount = f.length / 4; ds.segBytes = sum; ds.segCovered = cov; ds.segReserved = m[3];
       ds.segRequested = m[2]; ds.segBlocks = m[4]; ds.segDrawn = b.length / 3;
       return "segments held at op " + m[0] + (m[0] === op ? "" : " (the nearest moment recorded, " + Math.abs(m[0] - op) +
-             " ops away)") + (m[1] ? " [" + m[1] + "]" : "") + ": " + f.length / 4 + " segments, " + fmt(sum) +
-             " from the upstream; " + m[4] + " live blocks cover " + fmt(cov) + " of them" +
+             " ops away)") + (m[1] ? " [" + m[1] + "]" : "") + ": " + f.length / 4 + (f.length === 4 ? " segment, " : " segments, ") +
+             fmt(sum) + " from the upstream; " + m[4] + " live blocks cover " + fmt(cov) + " of them" +
              (m[5] ? " (" + m[5] + " blocks lie in none)" : "") + ", the largest free gap " + fmt(big) +
              "; drawn below: each segment in address order, its " + (b.length / 3 < m[4] ? "largest " + b.length / 3 + " " : "") +
              "blocks in place\n" + rows.join("\n");
@@ -243,7 +243,8 @@ def _case_data(path, color):
 # live blocks inside it (count, requested bytes, the largest gap none covers)
 # and the largest 128 blocks placed (segment, offset, size).
 
-SEGMENT_BUDGET = 2 << 20  # bytes of JSON per case for the segments: moments are thinned to fit
+SEGMENT_BUDGET = 2 << 20        # bytes of JSON per case for the segments: moments are thinned to fit
+SEGMENT_BUDGET_VIEW = 4 << 20   # and for all cases of a scenario together
 SEGMENT_KINDS = {"sample": "", "peak_reserved": "the reserved peak", "end": "the end"}
 
 
@@ -452,7 +453,8 @@ def view(run, scenario, colors):
     parts = []
     for c in cases:
         data = _case_data(run.timelines[c.name], colors.get(c.allocator) or "#1f77b4")
-        data["sg"] = segments_data(os.path.splitext(run.timelines[c.name])[0] + ".segments")
+        data["sg"] = segments_data(os.path.splitext(run.timelines[c.name])[0] + ".segments",
+                                   min(SEGMENT_BUDGET, SEGMENT_BUDGET_VIEW // len(cases)))
         data["kf"], data["kf_why"] = _keyframes(run, c, data)
         parts.append(f"<div class='tl-view' data-case='{html.escape(c.name, quote=True)}'>"
                      f"<div><b>{html.escape(c.allocator)}</b> {html.escape(c.params)}: reserved (colour) and "
