@@ -158,24 +158,28 @@ static uint64_t kth_largest(uint64_t *v, size_t n, size_t k)
  * lowest addresses. Without a sort: the blocks are in address order. */
 static int keep_largest(cmb_timeline_moments *mo, cmb_timeline_moment *m, const cmb_live_block *b, size_t nb)
 {
-    size_t in = 0, want = CMB_TIMELINE_MOMENT_BLOCKS, ties;
-    uint64_t cut = 0;
+    size_t in = 0, want = CMB_TIMELINE_MOMENT_BLOCKS, above = 0, ties;
+    uint64_t cut = 0; /* every block in a segment is kept while there are few */
     m->kept = malloc(want * sizeof *m->kept);
     if (!m->kept || grow((void **)&mo->sizes, &mo->sizes_cap, nb, sizeof *mo->sizes))
         return -1;
     for (size_t i = 0; i < nb; i++)
         if (b[i].seg != UINT32_MAX)
             mo->sizes[in++] = b[i].size;
-    if (in > want)
+    if (in > want) {
         cut = kth_largest(mo->sizes, in, want - 1);
-    ties = want;
-    for (size_t i = 0; i < nb; i++) /* those above the cut take their places first */
-        ties -= b[i].seg != UINT32_MAX && b[i].size > cut && in > want;
+        for (size_t i = 0; i < nb; i++)
+            above += b[i].seg != UINT32_MAX && b[i].size > cut;
+    }
+    ties = want - above; /* the places left for blocks of the cut's size */
     for (size_t i = 0; i < nb && m->n_kept < want; i++) {
-        if (b[i].seg == UINT32_MAX || b[i].size < cut || (b[i].size == cut && in > want && !ties))
+        if (b[i].seg == UINT32_MAX || b[i].size < cut)
             continue;
-        if (b[i].size == cut && in > want)
+        if (in > want && b[i].size == cut) {
+            if (!ties)
+                continue;
             ties--;
+        }
         m->kept[m->n_kept++] = (cmb_timeline_block){b[i].addr - m->seg[b[i].seg].start, b[i].size, b[i].seg};
     }
     return 0;
