@@ -657,6 +657,63 @@ int cmb_upstream_contains(const cmb_upstream *u, const void *ptr, size_t size)
     return pages_all(r, first, last - first + 1, 1);
 }
 
+/* --- what is held, range by range ----------------------------------------------------- */
+
+static size_t put_segment(cmb_upstream_segment *out, size_t cap, size_t n, uintptr_t start, size_t size,
+                          uintptr_t reserved_at)
+{
+    if (n < cap)
+        out[n] = (cmb_upstream_segment){start, size, reserved_at};
+    return n + 1;
+}
+
+static int segment_cmp(const void *a, const void *b)
+{
+    uintptr_t x = ((const cmb_upstream_segment *)a)->start, y = ((const cmb_upstream_segment *)b)->start;
+    return (x > y) - (x < y);
+}
+
+/* The runs of mapped pages of one reservation, a byte of the page map at a
+ * time where it is all mapped or all not (a reservation can span the device). */
+static size_t mapped_runs(const cmb_upstream *u, const reservation *r, cmb_upstream_segment *out, size_t cap,
+                          size_t n)
+{
+    size_t pages = r->size / u->granularity, run = 0, p = 0;
+    while (r->mapped_pages && p <= pages) { /* a run ends at an unmapped page or the end */
+        uint8_t byte = p < pages ? r->mapped[p / 8] : 0;
+        if (p % 8 == 0 && p + 8 <= pages && byte == 0xff) {
+            run += 8;
+            p += 8;
+            continue;
+        }
+        if (p < pages && ((byte >> (p % 8)) & 1)) {
+            run++;
+            p++;
+            continue;
+        }
+        if (run)
+            n = put_segment(out, cap, n, r->va + (p - run) * u->granularity, run * u->granularity, r->va);
+        run = 0;
+        p += p % 8 == 0 && byte == 0 && p < pages ? 8 : 1; /* bits past the last page are never set */
+    }
+    return n;
+}
+
+size_t cmb_upstream_segments(const cmb_upstream *u, cmb_upstream_segment *out, size_t cap)
+{
+    upstream_impl *im = impl_of(u);
+    size_t n = 0;
+    for (cmb_rbnode *nd = cmb_rb_first(&im->ranges); nd; nd = cmb_rb_next(nd)) {
+        live_range *r = cmb_rb_entry(nd, live_range, node);
+        n = put_segment(out, cap, n, r->start, r->size, 0);
+    }
+    for (size_t i = 0; i < im->n_res; i++)
+        n = mapped_runs(u, &im->res[i], out, cap, n);
+    if (im->n_res && (n < cap ? n : cap) > 1)
+        qsort(out, n < cap ? n : cap, sizeof *out, segment_cmp);
+    return n;
+}
+
 uint64_t cmb_upstream_misuse_count(const cmb_upstream *u)
 {
     return impl_of(u)->misuse;

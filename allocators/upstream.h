@@ -87,6 +87,19 @@ uint64_t cmb_upstream_misuse_count(const cmb_upstream *u);
 int cmb_upstream_contains(const cmb_upstream *u, const void *ptr, size_t size);
 const char *cmb_upstream_last_misuse(const cmb_upstream *u);
 
+/* One range the upstream holds: a live alloc() result, or a run of
+ * contiguous mapped pages inside a reservation (`reserved_at` its start). */
+typedef struct cmb_upstream_segment {
+    uintptr_t start;
+    size_t size;
+    uintptr_t reserved_at; /* 0 for an alloc() result */
+} cmb_upstream_segment;
+
+/* The ranges held now, in address order, their sizes adding up to the held
+ * bytes: the first `cap` written to out; returns how many there are (read
+ * only: the memory timeline records them, harness/timeline.c). */
+size_t cmb_upstream_segments(const cmb_upstream *u, cmb_upstream_segment *out, size_t cap);
+
 /* --- several simulated devices (upstream_sim.c) ------------------------------- */
 
 /* A sim stream of simulated device `device` (0..255); `index` tells apart

@@ -26,6 +26,7 @@ int cmb_timeline_init(cmb_timeline *tl, size_t max_points)
     tl->max_points = max_points;
     tl->every = 1;
     tl->t0_ns = cmb_now_ns();
+    cmb_timeline_moments_init(&tl->mo, max_points);
     return 0;
 }
 
@@ -33,6 +34,7 @@ void cmb_timeline_free(cmb_timeline *tl)
 {
     free(tl->samples);
     tl->samples = NULL;
+    cmb_timeline_moments_free(&tl->mo);
     tl->n = 0;
 }
 
@@ -122,18 +124,21 @@ void cmb_timeline_observe(void *ctx, cmb_op_kind kind, void *ptr, size_t size, c
         tl->have_peak_requested = 1;
     }
     int64_t reserved = cheap_reserved(mt);
-    if (reserved >= 0 && (!tl->have_peak_reserved || reserved > tl->peak_reserved.reserved)) {
+    int new_peak = reserved >= 0 && (!tl->have_peak_reserved || reserved > tl->peak_reserved.reserved);
+    if (new_peak) {
         take_point(tl, mt, CMB_TL_PEAK_RESERVED, &tl->peak_reserved);
         tl->have_peak_reserved = 1;
     }
     if (tl->ops % tl->every == 0)
         add_sample(tl, mt);
+    cmb_timeline_moments_observe(&tl->mo, tl->ops, new_peak, mt);
 }
 
 void cmb_timeline_finish(cmb_timeline *tl, const cmb_metered *mt)
 {
     take_point(tl, mt, CMB_TL_END, &tl->end);
     tl->have_end = 1;
+    cmb_timeline_moments_finish(&tl->mo, tl->ops, mt);
 }
 
 /* --- reading them back ----------------------------------------------------------------- */
@@ -257,6 +262,11 @@ int cmb_timeline_write(const cmb_timeline *tl, const char *dir, const char *case
         goto out_free;
     }
     rc = 0;
+    if (tl->mo.n || tl->mo.have_end) { /* the segments beside it, over an upstream */
+        snprintf(path, sizeof path, "%s/%s.segments", dir, name);
+        uint64_t peak_op = tl->have_peak_reserved ? tl->peak_reserved.op : UINT64_MAX;
+        rc = cmb_timeline_moments_write(&tl->mo, path, case_name, peak_op, err, errlen);
+    }
 out_free:
     free(pts);
     return rc;

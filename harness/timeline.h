@@ -49,6 +49,56 @@ typedef struct cmb_timeline_point {
     cmb_timeline_kind kind;
 } cmb_timeline_point;
 
+/* --- the segments at moments (timeline_segments.c) ---------------------------------------- *
+ * At most CMB_TIMELINE_MOMENTS moments (never more than the samples' bound),
+ * evenly spaced by operation and thinned as the samples are, plus the
+ * reserved peak and the end: the ranges the allocator holds from its
+ * upstream then (cmb_upstream_segments), each with the live blocks inside
+ * it (count, bytes asked for, largest free gap), and the largest
+ * CMB_TIMELINE_MOMENT_BLOCKS blocks placed in them (offsets). Sizes are the
+ * requested sizes the meters keep: rounding shows up as free bytes. A new
+ * reserved peak is taken again only after as many operations as the last
+ * one cost (segments + blocks), so a run that climbs at every operation
+ * stays linear: its moment at the peak may then lie before the peak. */
+#define CMB_TIMELINE_MOMENTS 512
+#define CMB_TIMELINE_MOMENT_BLOCKS 128
+
+typedef struct cmb_timeline_segment {
+    uint64_t start, size;
+    uint64_t reserved_at; /* the reservation a mapped range lies in; 0: an alloc() */
+    uint64_t blocks, covered, largest_free;
+} cmb_timeline_segment;
+
+typedef struct cmb_timeline_block {
+    uint64_t offset, size;
+    uint32_t seg; /* index into the moment's segments */
+} cmb_timeline_block;
+
+typedef struct cmb_timeline_moment {
+    uint64_t op;
+    int64_t requested, reserved;
+    uint64_t blocks, outside; /* live blocks; of them, in no segment */
+    size_t n_seg, n_kept;
+    cmb_timeline_segment *seg;
+    cmb_timeline_block *kept; /* the largest, by (segment, offset) */
+} cmb_timeline_moment;
+
+typedef struct cmb_timeline_moments {
+    cmb_timeline_moment *at;
+    size_t n, max;
+    uint64_t every;
+    cmb_timeline_moment peak, end;
+    uint64_t peak_cost;
+    int have_peak, have_end, failed; /* failed: out of host memory, no more taken */
+    /* the walk's buffers, reused from moment to moment */
+    struct cmb_upstream_segment *segs;
+    size_t segs_cap;
+    struct cmb_live_block *live;
+    size_t live_cap;
+    uint64_t *sizes;
+    size_t sizes_cap;
+} cmb_timeline_moments;
+
 typedef struct cmb_timeline {
     cmb_timeline_point *samples;
     size_t n, max_points;
@@ -57,6 +107,7 @@ typedef struct cmb_timeline {
     uint64_t t0_ns;
     cmb_timeline_point peak_requested, peak_reserved, end;
     int have_peak_requested, have_peak_reserved, have_end;
+    cmb_timeline_moments mo; /* only over an upstream */
 } cmb_timeline;
 
 /* 0, or -1 when out of host memory. max_points is clamped to
@@ -86,5 +137,19 @@ int cmb_timeline_write(const cmb_timeline *tl, const char *dir, const char *case
 void cmb_timeline_file_name(const char *case_name, char *out, size_t len);
 
 const char *cmb_timeline_kind_name(cmb_timeline_kind kind);
+
+/* The segments at moments (timeline_segments.c): set up by
+ * cmb_timeline_init, fed by the observer and cmb_timeline_finish, written
+ * by cmb_timeline_write as dir/<safe case name>.segments (none without an
+ * upstream). */
+void cmb_timeline_moments_init(cmb_timeline_moments *mo, size_t max_points);
+void cmb_timeline_moments_free(cmb_timeline_moments *mo);
+void cmb_timeline_moments_observe(cmb_timeline_moments *mo, uint64_t op, int new_reserved_peak,
+                                  const cmb_metered *mt);
+void cmb_timeline_moments_finish(cmb_timeline_moments *mo, uint64_t op, const cmb_metered *mt);
+/* All moments in operation order (the peak among them, marked by its op
+ * equal to peak_op); 0, or -1 with a one-line reason. */
+int cmb_timeline_moments_write(const cmb_timeline_moments *mo, const char *path, const char *case_name,
+                               uint64_t peak_op, char *err, size_t errlen);
 
 #endif /* CMB_TIMELINE_H */

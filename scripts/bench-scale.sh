@@ -134,20 +134,21 @@ row "replay $n_big events on 11.5 GiB (does not fit: $fails failed), time_s medi
     "$n_big" "$off / $on ($added)" "" "explanation adds <= 20%"
 
 echo "bench-scale: the report of a 10-million-event replay" >&2
-"$bin" --mode sim --scenario replay --allocator torch-caching --param trace="$scratch/10m.trace" \
-    --param find_min_capacity=false --param op_latency=false --repetitions 1 --timeline on \
-    --timeline-points 131072 --out "$out/runs/report10m" -q >"$out/logs/report10m-run.log" 2>&1
-tl_bytes=$(du -cb "$out/runs/report10m"/timelines/* 2>/dev/null | tail -1 | cut -f1)
+replay report10m "$scratch/10m.trace" torch-caching --repetitions 1 --timeline on --timeline-points 131072
+row "replay $n_big events with the timeline (131072 points) and its segments (512 moments); process wall" "$n_big" \
+    "$secs ($cpu)" "$rss_mib" ""
+tl_bytes=$(du -cb "$out/runs/report10m"/timelines/*.csv 2>/dev/null | tail -1 | cut -f1)
+seg_bytes=$(du -cb "$out/runs/report10m"/timelines/*.segments 2>/dev/null | tail -1 | cut -f1)
 measure report "$report_py" "$root/plots/report.py" "$out/runs/report10m" -o "$scratch/report.html" --no-gnuplot \
     --no-findings -q
 html_bytes=$(stat -c %s "$scratch/report.html" 2>/dev/null || echo 0)
-row "report of the $n_big-event replay (plots/report.py, the blocks at 1024 moments read from the trace; timeline CSV $((tl_bytes / 1024)) KiB)" "$n_big" \
+row "report of the $n_big-event replay (plots/report.py; timeline CSV $((tl_bytes / 1024)) KiB, segments $((seg_bytes / 1024)) KiB; the blocks read from the trace at the moments with segments)" "$n_big" \
     "$secs ($cpu)" "$rss_mib" "HTML $((html_bytes / 1024)) KiB (< 20 MB)"
 chrome=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 if [ -n "$chrome" ]; then
     measure chromium timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --no-first-run \
-        --user-data-dir="$scratch/profile" --dump-dom "file://$scratch/report.html"
-    row "open the report in headless Chromium (--dump-dom, browser start included; the timeline's own setup: $(grep -o 'data-ready="[^"]*"' "$out/logs/chromium.log" | head -1 | cut -d'"' -f2))" "$n_big" "$secs ($cpu)" \
+        --user-data-dir="$scratch/profile" --dump-dom "file://$scratch/report.html#tl=0,1,0.5"
+    row "open the report in headless Chromium (--dump-dom, browser start included, a click at the middle shown: #tl=0,1,0.5; the timeline's own setup: $(grep -o 'data-ready="[^"]*"' "$out/logs/chromium.log" | head -1 | cut -d'"' -f2))" "$n_big" "$secs ($cpu)" \
         "$rss_mib" "< 3 s"
 fi
 

@@ -7,7 +7,9 @@
 # sample at the coarsest level, zooms into a time range and reads a moment
 # from the URL fragment (#tl=START,END,CLICK) with the blocks live there (as
 # many as replaying the trace to that operation leaves, adding up to the
-# timeline's requested bytes), and stays under 20 MB. How fast
+# timeline's requested bytes) and the segments the policy held there (the
+# harness's timelines/*.segments: adding up to the reserved bytes, their
+# blocks to the requested bytes), and stays under 20 MB. How fast
 # it opens at 10 million events is make bench-scale's to measure.
 # Exit 77 (skipped) when Chromium is missing outside CI.
 # Environment: CMB_SRC, CMB_BIN, CMB_PYTHON (default /usr/bin/python3).
@@ -114,5 +116,94 @@ if abs(op_at - picked) > (last - first) // 1000 + 1:
 print(f"click: {n} blocks live at op {op_at} (clicked {picked})")
 PY
 grep -q 'blocks live at op' "$tmp/dom.html" || fail "the moment read lists no blocks"
-grep -q 'the segments themselves are not recorded' "$tmp/dom.html" || fail "the moment read says nothing of segments"
+# the click shows the segments the policy held at the moment recorded nearest
+# to it (timelines/*.segments): their bytes the timeline's reserved bytes
+# there, the bytes their blocks cover its requested bytes, the same moment as
+# the blocks above, the largest 128 blocks drawn in them
+segfile=${csv%.csv}.segments
+[ -s "$segfile" ] || fail "the replay wrote no segments beside its timeline"
+grep -q 'segments held at op' "$tmp/dom.html" || fail "the moment read shows no segments"
+seg_op=$(attr seg-op) seg_count=$(attr seg-count) seg_bytes=$(attr seg-bytes) seg_cov=$(attr seg-covered)
+seg_blocks=$(attr seg-blocks) seg_drawn=$(attr seg-drawn)
+[ -n "$seg_op" ] && [ -n "$seg_count" ] && [ "$seg_count" != - ] || fail "the click shows no segments: $div"
+"$py" - "$csv" "$segfile" "$seg_op" "$seg_count" "$seg_bytes" "$seg_cov" "$seg_blocks" "$seg_drawn" "$blocks" \
+    "$blocks_op" "$picked" "$first" "$last" <<'PY' || exit 1
+import csv, sys
+tl, segfile = sys.argv[1:3]
+op, count, nbytes, covered, nblocks, drawn, blocks, blocks_op, picked, first, last = map(int, sys.argv[3:])
+def fail(m):
+    print("FAIL:", m, file=sys.stderr)
+    sys.exit(1)
+rows = {int(float(r["op"])): r for r in csv.DictReader(l for l in open(tl) if not l.startswith("#"))}
+if op not in rows:
+    fail(f"the segments' moment (op {op}) is not a sample of the timeline")
+if count < 1 or nbytes != int(rows[op]["reserved_bytes"]):
+    fail(f"{count} segments of {nbytes} bytes at op {op}; the timeline's reserved bytes there: {rows[op]['reserved_bytes']}")
+if covered != int(rows[op]["requested_bytes"]):
+    fail(f"the blocks cover {covered} bytes of the segments at op {op}; the timeline's requested bytes: "
+         f"{rows[op]['requested_bytes']}")
+if op != blocks_op or nblocks != blocks:
+    fail(f"segments at op {op} with {nblocks} blocks, blocks read from the trace at op {blocks_op}: {blocks}")
+if drawn != min(nblocks, 128):
+    fail(f"{drawn} blocks drawn of {nblocks}")
+if abs(op - picked) > (last - first) // 256 + 1:
+    fail(f"the segments are those of op {op}, far from the moment clicked ({picked})")
+# the file itself: at every moment the segments lie apart in address order, add
+# up to the reserved bytes, and hold every live block (covering the requested bytes)
+moments = 0
+def check(m, segs, placed):
+    mop, kind, rq, rs, nb, outside, ns, nk = m
+    if len(segs) != int(ns) or len(placed) != int(nk):
+        fail(f"op {mop}: {len(segs)} segments and {len(placed)} blocks listed, the moment says {ns} and {nk}")
+    if sum(s[1] for s in segs) != int(rs) or sum(s[4] for s in segs) != int(rq) or int(outside):
+        fail(f"op {mop}: segments {sum(s[1] for s in segs)} bytes (reserved {rs}), covered "
+             f"{sum(s[4] for s in segs)} (requested {rq}), {outside} blocks outside")
+    if any(a[0] + a[1] > b[0] for a, b in zip(segs, segs[1:])):
+        fail(f"op {mop}: segments overlap or are out of order")
+    if any(off + size > segs[g][1] for g, off, size in placed) or any(s[5] > s[1] - s[4] for s in segs):
+        fail(f"op {mop}: a block or free gap does not fit its segment")
+m, segs, placed = None, [], []
+for line in open(segfile):
+    p = line.split()
+    if p[0] == "m":
+        if m:
+            check(m, segs, placed)
+            moments += 1
+        m, segs, placed = p[1:], [], []
+    elif p[0] == "s":
+        segs.append(list(map(int, p[1:])))
+    elif p[0] == "b":
+        placed.append(list(map(int, p[1:])))
+check(m, segs, placed)
+moments += 1
+if not 256 <= moments <= 514:
+    fail(f"{moments} moments in the segments file (256 to 512, the peak and the end)")
+print(f"segments: {count} at op {op} (clicked {picked}), {nbytes} bytes = reserved, covered = requested; "
+      f"{moments} moments in the file, each adding up")
+PY
+# the page's moments: the largest blocks the harness placed are those the
+# trace leaves live there (the 48 largest sizes of both agree at every moment)
+"$py" - "$tmp/report.html" <<'PY' || exit 1
+import json, re, sys
+page = open(sys.argv[1]).read()
+d = json.loads(re.search(r"class='tl-data'>(.*?)</script>", page, re.S).group(1))
+kf = {k[0]: k for k in d["kf"]}
+n = 0
+for m in d["sg"]["m"]:
+    k = kf.get(m[0])
+    if k is None or not k[3]:
+        continue
+    placed = sorted(m[7][2::3], reverse=True)[:48]
+    traced = sorted(k[4][0::4], reverse=True)
+    if placed != traced:
+        print(f"FAIL: op {m[0]}: the largest blocks placed {placed[:5]}... differ from the trace's {traced[:5]}...",
+              file=sys.stderr)
+        sys.exit(1)
+    n += 1
+if n < len(d["sg"]["m"]) // 2:
+    print(f"FAIL: only {n} of {len(d['sg']['m'])} moments with segments have the trace's blocks", file=sys.stderr)
+    sys.exit(1)
+print(f"page: {len(d['sg']['m'])} moments with segments (of {d['sg']['of']} recorded), the largest blocks the "
+      f"trace's at {n}")
+PY
 echo "report timeline in headless Chromium: $((size >> 10)) KiB page"

@@ -1,5 +1,6 @@
 /* test_timeline.c - the memory timeline: bounded sample count at an even
- * step, exact peaks and end point, the CSV it writes, file names. */
+ * step, exact peaks and end point, the CSV it writes, file names; the
+ * segments at moments and the upstream's walk they come from. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "harness/metered.h"
+#include "allocators/upstream.h"
 #include "harness/timeline.h"
 #include "support/conformance.h"
 
@@ -23,13 +25,18 @@ typedef struct fixture {
     cmb_timeline tl;
 } fixture;
 
-static void open_fixture(fixture *f, size_t max_points)
+static void open_fixture_of(fixture *f, const char *allocator, size_t max_points)
 {
     memset(f, 0, sizeof *f);
-    cmb_test_open("cuda", NULL, 1ull << 30, NULL, &f->up, &f->m, &f->state);
+    cmb_test_open(allocator, NULL, 1ull << 30, NULL, &f->up, &f->m, &f->state);
     assert_int_equal(cmb_metered_init(&f->mt, f->m, f->state, f->up, 1024, 1), CMB_OK);
     assert_int_equal(cmb_timeline_init(&f->tl, max_points), 0);
     assert_int_equal(cmb_metered_add_observer(&f->mt, cmb_timeline_observe, &f->tl), 0);
+}
+
+static void open_fixture(fixture *f, size_t max_points)
+{
+    open_fixture_of(f, "cuda", max_points);
 }
 
 static void close_fixture(fixture *f)
@@ -145,6 +152,14 @@ static void writes_a_self_describing_csv(void **state)
     assert_null(strstr(text, ".tmp"));
     free(text);
     unlink(path);
+    /* over an upstream, the segments beside it: 50 allocations of cuda's, the last moment empty */
+    snprintf(path, sizeof path, "%s/%s.segments", sub, name);
+    text = slurp(path);
+    assert_non_null(strstr(text, "# cumembench segments\n# case: churn/cuda/n:10/max_size:1MiB\n"));
+    assert_non_null(strstr(text, "\nm 50 peak_reserved 15000 "));
+    assert_non_null(strstr(text, "\nm 100 end 0 0 0 0 0 0\n"));
+    free(text);
+    unlink(path);
     rmdir(sub);
     rmdir(dir);
     close_fixture(&f);
@@ -180,6 +195,130 @@ static void replaced_characters_keep_names_apart(void **state)
     assert_string_equal(c, "replay_cuda_trace_runs_a_b.trace"); /* nothing replaced: the name as it is */
 }
 
+/* --- the segments at moments ---------------------------------------------------------------- */
+
+/* Every moment's segments lie apart in address order and add up to the
+ * upstream's held bytes then; the blocks inside them to the requested bytes. */
+static void check_moment(const cmb_timeline_moment *m)
+{
+    uint64_t held = 0, covered = 0, in = 0;
+    for (size_t i = 0; i < m->n_seg; i++) {
+        const cmb_timeline_segment *g = &m->seg[i];
+        if (i)
+            assert_true(m->seg[i - 1].start + m->seg[i - 1].size <= g->start);
+        assert_true(g->covered + g->largest_free <= g->size);
+        held += g->size;
+        covered += g->covered;
+        in += g->blocks;
+    }
+    assert_int_equal(held, m->reserved);
+    assert_int_equal(covered, m->requested);
+    assert_int_equal(in + m->outside, m->blocks);
+    assert_int_equal(m->outside, 0);
+    assert_int_equal(m->n_kept, m->blocks < CMB_TIMELINE_MOMENT_BLOCKS ? m->blocks : CMB_TIMELINE_MOMENT_BLOCKS);
+    for (size_t i = 0; i < m->n_kept; i++) { /* in place, apart, by segment and offset */
+        const cmb_timeline_block *k = &m->kept[i];
+        assert_true(k->seg < m->n_seg);
+        assert_true(k->offset + k->size <= m->seg[k->seg].size);
+        if (i)
+            assert_true(k[-1].seg < k->seg || k[-1].offset + k[-1].size <= k->offset);
+    }
+}
+
+static void segments_add_up_at_every_moment(void **state)
+{
+    (void)state;
+    static const char *const policies[] = {"cuda", "torch-caching", "torch-expandable", "rmm-pool", "buddy"};
+    for (size_t k = 0; k < sizeof policies / sizeof *policies; k++) {
+        fixture f;
+        open_fixture_of(&f, policies[k], 64);
+        void *p[300];
+        for (int round = 0; round < 6; round++) { /* growing, half freed, then all */
+            for (int i = 0; i < 300; i++)
+                assert_int_equal(cmb_metered_alloc(&f.mt, (size_t)(i % 7 + 1) * (1000 + 50000 * round), NULL, &p[i]),
+                                 CMB_OK);
+            for (int i = 0; i < 300; i += 2)
+                assert_int_equal(cmb_metered_dealloc(&f.mt, p[i], NULL), CMB_OK);
+            for (int i = 1; i < 300; i += 2)
+                assert_int_equal(cmb_metered_dealloc(&f.mt, p[i], NULL), CMB_OK);
+        }
+        cmb_timeline_finish(&f.tl, &f.mt);
+        assert_true(f.tl.mo.n >= 32 && f.tl.mo.n <= 64); /* bounded as the samples are */
+        assert_true(f.tl.mo.have_peak && f.tl.mo.have_end && !f.tl.mo.failed);
+        for (size_t i = 0; i < f.tl.mo.n; i++) {
+            assert_int_equal(f.tl.mo.at[i].op % f.tl.mo.every, 0);
+            check_moment(&f.tl.mo.at[i]);
+        }
+        check_moment(&f.tl.mo.peak);
+        check_moment(&f.tl.mo.end);
+        assert_true(f.tl.mo.peak.op <= f.tl.peak_reserved.op);
+        close_fixture(&f);
+    }
+}
+
+/* The upstream's walk: alloc() results and runs of mapped pages inside a
+ * reservation, in address order, adding up to the held bytes. */
+static void upstream_segments_are_ranges_and_mapped_runs(void **state)
+{
+    (void)state;
+    cmb_upstream_config cfg;
+    cmb_upstream *u;
+    char err[128];
+    cmb_upstream_config_default(&cfg);
+    assert_int_equal(cmb_upstream_open(&cfg, &u, err, sizeof err), CMB_OK);
+    size_t g = u->granularity;
+    void *va, *a, *b;
+    assert_int_equal(cmb_up_va_reserve(u, 8 * g, &va), CMB_OK);
+    assert_int_equal(cmb_up_map(u, va, 2 * g), CMB_OK);                     /* pages 0-1 */
+    assert_int_equal(cmb_up_map(u, (char *)va + 2 * g, g), CMB_OK);         /* 2: one run with 0-1 */
+    assert_int_equal(cmb_up_map(u, (char *)va + 5 * g, 3 * g), CMB_OK);     /* 5-7, to the end */
+    assert_int_equal(cmb_up_alloc(u, 4096, NULL, &a), CMB_OK);
+    assert_int_equal(cmb_up_alloc(u, 3 * g, NULL, &b), CMB_OK);
+    cmb_upstream_segment seg[8];
+    assert_int_equal(cmb_upstream_segments(u, seg, 1), 4); /* the count, whatever fits */
+    size_t n = cmb_upstream_segments(u, seg, 8);
+    assert_int_equal(n, 4);
+    uint64_t held = 0;
+    int mapped = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            assert_true(seg[i - 1].start + seg[i - 1].size <= seg[i].start);
+        held += seg[i].size;
+        if (seg[i].reserved_at) {
+            assert_int_equal(seg[i].reserved_at, (uintptr_t)va);
+            assert_true(seg[i].start == (uintptr_t)va ? seg[i].size == 3 * g
+                                                      : seg[i].start == (uintptr_t)va + 5 * g && seg[i].size == 3 * g);
+            mapped++;
+        } else {
+            assert_true((seg[i].start == (uintptr_t)a && seg[i].size == 4096) ||
+                        (seg[i].start == (uintptr_t)b && seg[i].size == 3 * g));
+        }
+    }
+    assert_int_equal(mapped, 2);
+    assert_int_equal(held, (uint64_t)u->stats.held_current);
+    assert_int_equal(cmb_up_unmap(u, va, 2 * g), CMB_OK); /* page 2 stays: a run of its own */
+    n = cmb_upstream_segments(u, seg, 8);
+    assert_int_equal(n, 4);
+    /* whole bytes of the page map: pages 8-23 and 30-43 of 44 */
+    void *big;
+    assert_int_equal(cmb_up_va_reserve(u, 44 * g, &big), CMB_OK);
+    assert_int_equal(cmb_up_map(u, (char *)big + 8 * g, 16 * g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, (char *)big + 30 * g, 14 * g), CMB_OK);
+    n = cmb_upstream_segments(u, seg, 8);
+    assert_int_equal(n, 6);
+    held = 0;
+    int found = 0;
+    for (size_t i = 0; i < n; i++) {
+        held += seg[i].size;
+        if (seg[i].reserved_at == (uintptr_t)big)
+            found += (seg[i].start == (uintptr_t)big + 8 * g && seg[i].size == 16 * g) ||
+                     (seg[i].start == (uintptr_t)big + 30 * g && seg[i].size == 14 * g);
+    }
+    assert_int_equal(found, 2);
+    assert_int_equal(held, (uint64_t)u->stats.held_current);
+    cmb_upstream_close(u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +327,8 @@ int main(void)
         cmocka_unit_test(writes_a_self_describing_csv),
         cmocka_unit_test(long_names_are_cut_with_a_hash),
         cmocka_unit_test(replaced_characters_keep_names_apart),
+        cmocka_unit_test(segments_add_up_at_every_moment),
+        cmocka_unit_test(upstream_segments_are_ranges_and_mapped_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,17 +7,19 @@ harness records are marked). The page draws the coarsest level that still
 gives about one bucket per pixel of the visible range: drag across the
 canvas to zoom into a time range (operations), double-click to go back, click
 a moment to read the sample there (requested, allocated, reserved, largest
-free) and, for a replay, the blocks live at the moment kept nearest to it
-(KEYFRAMES moments, the largest BLOCKS_SHOWN blocks of each with their size,
-age and stream; see blocks_at). A URL fragment #tl=START,END[,CLICK]
-(fractions of the run) does the same at load, for tests and links. The
-segments the allocator held are not recorded (only their bytes, reserved),
-and the view says so.
+free), the segments the allocator held from its upstream at the moment
+recorded nearest to it (the harness's timelines/*.segments: each range with
+its live blocks, the bytes they cover and the largest free gap, the
+largest blocks drawn in place; see segments_data) and, for a replay, the
+blocks live there read from the trace (KEYFRAMES moments, or the moments
+with segments, the largest BLOCKS_SHOWN blocks of each with their size, age
+and stream; see blocks_at). A URL fragment #tl=START,END[,CLICK] (fractions
+of the run) does the same at load, for tests and links.
 
 The data goes into the page as JSON, integers only (bytes and operation
-indices), at most MAX_SAMPLES samples per case: a 10-million-event replay
-recorded with --timeline-points 131072 stays far below 20 MB (make
-bench-scale measures it)."""
+indices), at most MAX_SAMPLES samples per case and SEGMENT_BUDGET bytes of
+segments: a 10-million-event replay recorded with --timeline-points 131072
+stays far below 20 MB (make bench-scale measures it)."""
 
 import html
 import json
@@ -33,6 +35,7 @@ CSS = """
 .tl-view{margin:.4em 0 1.2em 0}
 .tl-view canvas{border:1px solid #bbb;cursor:crosshair;width:100%;max-width:1100px;height:260px}
 .tl-view .tl-read{font-family:monospace;font-size:12px;min-height:1.3em;white-space:pre-wrap;max-height:24em;overflow:auto}
+.tl-view canvas.tl-seg{cursor:default;height:150px;display:none}
 """
 
 JS = r"""
@@ -62,7 +65,8 @@ JS = r"""
     if (div.dataset.bound) return; /* the script comes once per scenario section */
     div.dataset.bound = "1";
     var d = JSON.parse(div.querySelector("script.tl-data").textContent);
-    var cv = div.querySelector("canvas"), read = div.querySelector(".tl-read");
+    var cv = div.querySelector("canvas"), read = div.querySelector(".tl-read"), sc = div.querySelector("canvas.tl-seg");
+    var sg = d.sg, sgOps = sg.m.map(function (m) { return m[0]; });
     var lv = pyramid(d), s = d, t0 = performance.now(), kfOps = (d.kf || []).map(function (k) { return k[0]; });
     var full = [s.op[0], s.op[s.op.length - 1]], view = full.slice(), drag = null, drawn = 0, level = 0;
     var ymax = 0;
@@ -95,10 +99,75 @@ JS = r"""
       var i = Math.min(s.op.length - 1, lowerBound(s.op, op));
       if (i > 0 && op - s.op[i - 1] < s.op[i] - op) i--;
       var t = "op " + s.op[i] + ": requested " + fmt(s.rq[i]) + ", allocated " + (s.al[i] < 0 ? "?" : fmt(s.al[i])) +
-              ", reserved " + fmt(s.rs[i]) + ", largest free " + (s.lf[i] < 0 ? "?" : fmt(s.lf[i])) +
-              "\nsegments: the allocator held " + fmt(s.rs[i]) + " from its upstream here; the segments themselves " +
-              "are not recorded";
-      read.textContent = t + "\n" + blocksAt(s.op[i]); div.dataset.picked = s.op[i];
+              ", reserved " + fmt(s.rs[i]) + ", largest free " + (s.lf[i] < 0 ? "?" : fmt(s.lf[i]));
+      var at = s.op[i], seg;
+      if (sg.m.length) { var j = nearest(sgOps, at); at = sgOps[j]; seg = segmentsAt(j, s.op[i]); }
+      else { seg = "segments: " + sg.why; div.dataset.segCount = "-"; }
+      read.textContent = t + "\n" + seg + "\n" + blocksAt(at); div.dataset.picked = s.op[i];
+    }
+    function nearest(a, op) {
+      var j = Math.min(a.length - 1, lowerBound(a, op));
+      if (j > 0 && op - a[j - 1] < a[j] - op) j--;
+      return j;
+    }
+    function hex(a) { return "0x" + a.toString(16); }
+    // the ranges held from the upstream at recorded moment j, the largest blocks drawn in them
+    function segmentsAt(j, op) {
+      var m = sg.m[j], f = m[6], b = m[7], rows = [], sum = 0, cov = 0, big = 0;
+      for (var q = 0; q < f.length; q += 4) {
+        var e = 3 * f[q], start = sg.base + sg.tab[e], size = sg.tab[e + 1], res = sg.tab[e + 2];
+        sum += size; cov += f[q + 2]; big = Math.max(big, f[q + 3]);
+        rows.push("  " + hex(start) + "  " + fmt(size) + ": " + f[q + 1] + " blocks cover " + fmt(f[q + 2]) +
+                  " (" + (100 * f[q + 2] / size).toFixed(0) + "%), largest free gap " + fmt(f[q + 3]) +
+                  (res < 0 ? "" : ", mapped in the reservation at " + hex(sg.base + res)));
+      }
+      drawSegments(m);
+      var ds = div.dataset;
+      ds.segOp = m[0]; ds.segCount = f.length / 4; ds.segBytes = sum; ds.segCovered = cov; ds.segReserved = m[3];
+      ds.segRequested = m[2]; ds.segBlocks = m[4]; ds.segDrawn = b.length / 3;
+      return "segments held at op " + m[0] + (m[0] === op ? "" : " (the nearest moment recorded, " + Math.abs(m[0] - op) +
+             " ops away)") + (m[1] ? " [" + m[1] + "]" : "") + ": " + f.length / 4 + (f.length === 4 ? " segment, " : " segments, ") +
+             fmt(sum) + " from the upstream; " + m[4] + " live blocks cover " + fmt(cov) + " of them" +
+             (m[5] ? " (" + m[5] + " blocks lie in none)" : "") + ", the largest free gap " + fmt(big) +
+             "; drawn below: each segment in address order, its " + (b.length / 3 < m[4] ? "largest " + b.length / 3 + " " : "") +
+             "blocks in place\n" + rows.join("\n");
+    }
+    // segments side by side in address order, wrapped over rows, widths by bytes
+    function drawSegments(m) {
+      var f = m[6], b = m[7], w = sc.width = sc.clientWidth || 1100, rowsN = 6, rowH = 22, gap = 2;
+      sc.style.display = "block"; sc.height = sc.clientHeight || 150;
+      var g = sc.getContext("2d"), total = 0, n = f.length / 4;
+      g.clearRect(0, 0, w, sc.height);
+      for (var q = 0; q < f.length; q += 4) total += sg.tab[3 * f[q] + 1];
+      var per = Math.max(1, total / Math.max(1, rowsN * w - n * (gap + 1))), x = 0, y = 0, spans = [];
+      for (var k = 0; k < n; k++) { // each segment: one or more spans [segment, from byte, x, y, width]
+        var left = sg.tab[3 * f[4 * k] + 1], from = 0;
+        while (left > 0) {
+          if (x >= w - 1) { x = 0; y++; }
+          var px = Math.max(1, Math.min(w - x, left / per)), bytes = Math.min(left, px * per);
+          spans.push([k, from, x, y, px, bytes]); from += bytes; left -= bytes; x += px;
+        }
+        x += gap;
+      }
+      spans.forEach(function (p) {
+        g.fillStyle = "#eee"; g.fillRect(p[2], 4 + p[3] * rowH, p[4], rowH - 4);
+        g.strokeStyle = "#999"; g.strokeRect(p[2] + .5, 4.5 + p[3] * rowH, p[4] - 1, rowH - 5);
+      });
+      g.fillStyle = d.color;
+      b = b.slice();
+      for (var q = 0, end = 0; q < b.length; q += 3) { // gaps back to offsets
+        if (q === 0 || b[q] !== b[q - 3]) end = 0;
+        b[q + 1] += end; end = b[q + 1] + b[q + 2];
+      }
+      for (var q = 0, s0 = 0; q < b.length; q += 3) {
+        while (s0 < spans.length && (spans[s0][0] < b[q] || (spans[s0][0] === b[q] && spans[s0][1] + spans[s0][5] <= b[q + 1]))) s0++;
+        for (var t = s0; t < spans.length && spans[t][0] === b[q] && spans[t][1] < b[q + 1] + b[q + 2]; t++) {
+          var p = spans[t], lo = Math.max(b[q + 1], p[1]), hi = Math.min(b[q + 1] + b[q + 2], p[1] + p[5]);
+          g.fillRect(p[2] + (lo - p[1]) / per, 6 + p[3] * rowH, Math.max(1, (hi - lo) / per), rowH - 8);
+        }
+      }
+      g.fillStyle = "#000"; g.font = "11px sans-serif";
+      g.fillText("op " + m[0] + ": " + n + " segments (grey: free), blocks in colour; 1 px = " + fmt(per), 6, sc.height - 6);
     }
     // the blocks live at the moment kept nearest to op (the largest first)
     function blocksAt(op) {
@@ -165,6 +234,93 @@ def _case_data(path, color):
             "lf": col("largest_free_bytes"), "peaks": peaks, "color": color}
 
 
+# --- the segments at a moment ----------------------------------------------------------------
+
+# The harness writes beside a timeline over an upstream (timelines/NAME.segments,
+# harness/timeline_segments.c) up to 512 moments evenly spaced by operation, the
+# reserved peak and the end: at each, every range the allocator held from its
+# upstream (an allocation, or a run of mapped pages in a reservation) with the
+# live blocks inside it (count, requested bytes, the largest gap none covers)
+# and the largest 128 blocks placed (segment, offset, size).
+
+SEGMENT_BUDGET = 2 << 20        # bytes of JSON per case for the segments: moments are thinned to fit
+SEGMENT_BUDGET_VIEW = 4 << 20   # and for all cases of a scenario together
+SEGMENT_KINDS = {"sample": "", "peak_reserved": "the reserved peak", "end": "the end"}
+
+
+def read_segments(path):
+    """The moments of a .segments file: [op, kind, requested, reserved, blocks,
+    outside, [[start, size, reservation, blocks, covered, largest free]...],
+    [[segment, offset, size]...]]; ValueError on a malformed file."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        if f.readline().rstrip("\n") != "# cumembench segments":
+            raise ValueError(f"{path}: not a cumembench segments file")
+        for lineno, line in enumerate(f, start=2):
+            p = line.split()
+            if not p or p[0].startswith("#"):
+                continue
+            try:
+                if p[0] == "m" and len(p) == 9 and p[2] in SEGMENT_KINDS:
+                    out.append([int(p[1]), p[2]] + [int(v) for v in p[3:7]] + [[], []])
+                elif p[0] == "s" and len(p) == 7 and out:
+                    out[-1][6].append([int(v) for v in p[1:]])
+                elif p[0] == "b" and len(p) == 4 and out and int(p[1]) < len(out[-1][6]):
+                    out[-1][7].append([int(v) for v in p[1:]])
+                else:
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"{path}: line {lineno}: malformed: {line.strip()[:80]}") from None
+    return out
+
+
+def _encode_moments(moments):
+    """The moments as the page reads them: each segment once in a table
+    (start from a base, size, reservation or -1), each moment [op, kind,
+    requested, reserved, blocks, outside, [table index, blocks, covered,
+    largest free]*, [segment, gap, size]*], a block's offset being its gap
+    after the end of the block before it in its segment (0 for the first)."""
+    base = min((g[0] for m in moments for g in m[6]), default=0)
+    table, tab, enc = {}, [], []
+    for m in moments:
+        segs, blocks = [], []
+        for start, size, res, n, covered, free in m[6]:
+            key = (start, size, res)
+            if key not in table:
+                table[key] = len(table)
+                tab += [start - base, size, res - base if res else -1]
+            segs += [table[key], n, covered, free]
+        seg, end = -1, 0
+        for b in m[7]:  # by segment and offset: each offset as the gap after the block before
+            if b[0] != seg:
+                seg, end = b[0], 0
+            blocks += [b[0], b[1] - end, b[2]]
+            end = b[1] + b[2]
+        enc.append([m[0], SEGMENT_KINDS[m[1]]] + m[2:6] + [segs, blocks])
+    return base, tab, enc
+
+
+def segments_data(path, budget=SEGMENT_BUDGET):
+    """The page's segments of one case: {base, tab, m, of, why}; every
+    k-th moment (the peak and the end always) when all would pass budget."""
+    if not path or not os.path.isfile(path):
+        return {"base": 0, "tab": [], "m": [], "of": 0,
+                "why": "not recorded for this case (an allocator over an upstream records them with its timeline)"}
+    try:
+        moments = read_segments(path)
+    except (OSError, ValueError) as e:
+        return {"base": 0, "tab": [], "m": [], "of": 0, "why": f"could not be read: {e}"}
+    step, size = 1, None
+    while True:
+        keep = [m for i, m in enumerate(moments) if i % step == 0 or m[1] != "sample"]
+        base, tab, enc = _encode_moments(keep)
+        size = len(json.dumps([tab, enc], separators=(",", ":")))
+        if size <= budget or len(keep) <= 2 or step >= len(moments):
+            break
+        step = max(step + 1, math.ceil(step * size / budget))
+    return {"base": base, "tab": tab, "m": enc, "of": len(moments), "why": ""}
+
+
 # --- the blocks live at a moment ------------------------------------------------------------
 
 # The timeline records bytes. The blocks live at a moment come from the
@@ -173,8 +329,9 @@ def _case_data(path, color):
 # live block one, a pass's leftovers freed at its end. The replay does not
 # record which allocations failed, so where the live bytes of the replayed
 # trace differ from the timeline's requested bytes at a moment, the moment
-# is marked as not reconstructed (an allocation failed before it). The
-# segments the allocator held are not recorded: the view says so.
+# is marked as not reconstructed (an allocation failed before it). Where
+# the harness recorded segments, the blocks are read at those moments, so
+# a click shows both at one operation.
 
 KEYFRAMES = 1024     # moments with their blocks, evenly spaced among the samples
 BLOCKS_SHOWN = 48    # the largest blocks kept per moment (the count and bytes of all are kept)
@@ -264,13 +421,17 @@ def blocks_at(path, ops, requested, passes=1):
 
 
 def _keyframes(run, case, data):
-    """The blocks at KEYFRAMES moments among the samples, the peaks and the end."""
+    """The blocks at the moments with segments (a click shows both at one
+    operation), or else at KEYFRAMES moments among the samples; the peaks too."""
     path = _trace_file(run, case) if case.scenario == "replay" else None
     if not path:
         return None, ("the blocks live at a moment are known for a replay of a trace in the suite's format; "
                       "this case has none")
     n = len(data["op"])
-    pick = {data["op"][round(i * (n - 1) / (KEYFRAMES - 1))] for i in range(KEYFRAMES)} if n else set()
+    if data["sg"]["m"]:
+        pick = {m[0] for m in data["sg"]["m"]}
+    else:
+        pick = {data["op"][round(i * (n - 1) / (KEYFRAMES - 1))] for i in range(KEYFRAMES)} if n else set()
     pick.update(p[0] for p in data["peaks"])
     requested = dict(zip(data["op"], data["rq"]))
     try:
@@ -292,12 +453,15 @@ def view(run, scenario, colors):
     parts = []
     for c in cases:
         data = _case_data(run.timelines[c.name], colors.get(c.allocator) or "#1f77b4")
+        data["sg"] = segments_data(os.path.splitext(run.timelines[c.name])[0] + ".segments",
+                                   min(SEGMENT_BUDGET, SEGMENT_BUDGET_VIEW // len(cases)))
         data["kf"], data["kf_why"] = _keyframes(run, c, data)
         parts.append(f"<div class='tl-view' data-case='{html.escape(c.name, quote=True)}'>"
                      f"<div><b>{html.escape(c.allocator)}</b> {html.escape(c.params)}: reserved (colour) and "
                      "requested (grey), max and min of each bucket; dots: the exact peaks. Drag to zoom, "
-                     "double-click to reset, click to read a moment and the blocks live there.</div>"
-                     f"<canvas width='1100' height='260'></canvas><div class='tl-read'></div>"
+                     "double-click to reset, click to read a moment: the segments held there and the blocks in them.</div>"
+                     "<canvas width='1100' height='260'></canvas><div class='tl-read'></div>"
+                     "<canvas class='tl-seg' width='1100' height='150'></canvas>"
                      f"<script type='application/json' class='tl-data'>{json.dumps(data, separators=(',', ':'))}"
                      "</script></div>\n")
     return "<details open><summary>memory over time, interactive</summary>" + "".join(out + parts) + "</details>\n"
