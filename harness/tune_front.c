@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #define TUNE_TIME_BUDGET 0.05 /* balanced: at most 5% above the recorded setting's time (harness/rank.c's 5%) */
+#define TUNE_TIME_NOISE 0.03  /* times this close are one time: a replay's measured bookkeeping varies by more */
 
 static const cmb_tune_set *sort_set;
 
@@ -22,6 +23,20 @@ static int by_fit(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
+/* Of candidates [g0, g1) of idx (one smallest GPU, sorted by time), the one
+ * made first among those within TUNE_TIME_NOISE of the fastest: an own
+ * policy's time is its measured bookkeeping, and two settings apart by less
+ * than its noise would otherwise swap from one run to the next. */
+static int group_pick(const cmb_tune_set *s, const int *idx, int g0, int g1)
+{
+    double fastest = s->c[idx[g0]].time_s;
+    int pick = idx[g0];
+    for (int j = g0 + 1; j < g1 && !isnan(fastest); j++)
+        if (s->c[idx[j]].time_s <= fastest * (1 + TUNE_TIME_NOISE) && idx[j] < pick)
+            pick = idx[j];
+    return pick;
+}
+
 int cmb_tune_front(const cmb_tune_set *s, int *front, int max)
 {
     int *idx = malloc((size_t)(s->n ? s->n : 1) * sizeof *idx), n = 0, k = 0;
@@ -33,11 +48,14 @@ int cmb_tune_front(const cmb_tune_set *s, int *front, int max)
     sort_set = s;
     qsort(idx, (size_t)n, sizeof *idx, by_fit);
     double best = INFINITY;
-    for (int j = 0; j < n && k < max; j++) {
-        double t = s->c[idx[j]].time_s;
+    for (int g0 = 0, g1; g0 < n && k < max; g0 = g1) {
+        for (g1 = g0 + 1; g1 < n && s->c[idx[g1]].min_capacity == s->c[idx[g0]].min_capacity; g1++)
+            ;
+        int pick = group_pick(s, idx, g0, g1);
+        double t = s->c[pick].time_s;
         if (k && !(isnan(t) ? 0 : t < best))
             continue; /* a smaller GPU is no slower */
-        front[k++] = idx[j];
+        front[k++] = pick;
         best = isnan(t) ? -INFINITY : t;
     }
     free(idx);
