@@ -18,6 +18,7 @@
 #include "answer.h"
 #include "caseline.h"
 #include "case.h"
+#include "costs.h"
 #include "../common/cmb_clock.h"
 #include "devcheck.h"
 #include "env.h"
@@ -481,6 +482,20 @@ static int summary(const run_ctx *rc, const cmb_cli *cli, cmb_mode mode, double 
     return 0;
 }
 
+/* The cost file the cases price their allocator time with (as they find
+ * it: costs.c), in the context, so that the report names it. */
+static void costs_context(cmb_env *env)
+{
+    char path[1024];
+    const char *given = getenv(CMB_COSTS_ENV);
+    if (given && *given)
+        cmb_env_set(env, "costs_file", given);
+    else if (!cmb_costs_default_path(getenv(CMB_COSTS_GPU_ENV), path, sizeof path))
+        cmb_env_set(env, "costs_file", path);
+    else
+        cmb_env_set(env, "costs_file", "none");
+}
+
 /* The environment, the mode and the plan: 0, or 2 (bad input). */
 static int prepare(const cmb_cli *cli, run_ctx *rc, cmb_env *env, cmb_mode *mode, cmb_plan *p, char *dir,
                    size_t dirlen)
@@ -511,6 +526,7 @@ static int prepare(const cmb_cli *cli, run_ctx *rc, cmb_env *env, cmb_mode *mode
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)cli->seed);
     cmb_env_set(env, "seed", seed);
     cmb_env_set(env, "preset", cli->preset == CMB_PRESET_FULL ? "full" : "quick");
+    costs_context(env);
     return 0;
 }
 

@@ -7,6 +7,7 @@ import html
 import json
 
 from . import analysis as A
+from . import decide_view as DV
 from . import explain as X
 from . import timeline_view as TV
 from . import figures as F
@@ -511,6 +512,7 @@ def render(runs, findings=None):
     page = Page()
     _header(page, runs)
     _answers(page, runs, scenarios)
+    DV.section(page, runs, scenarios, colors)
     _toc(page, runs, scenarios, findings)
     for s in scenarios:
         _scenario_section(page, runs, s, colors)
