@@ -43,11 +43,28 @@ void cmb_caseline_elide(const char *text, size_t width, char *out, size_t len)
 
 /* --- the short name ----------------------------------------------------------------------------- */
 
+/* The run's distinct allocator specs, by their labels. */
+static void scan_alloc(cmb_caseline_plan *out, const cmb_alloc_spec *a)
+{
+    char label[sizeof a->text + 16], other[sizeof a->text + 16];
+    cmb_alloc_spec_label(a, label, sizeof label);
+    for (size_t j = 0; j < out->n_alloc; j++) {
+        cmb_alloc_spec_label(out->alloc[j], other, sizeof other);
+        if (!strcmp(label, other))
+            return;
+    }
+    if (out->n_alloc < CMB_CASELINE_MAX_ALLOCS)
+        out->alloc[out->n_alloc++] = a;
+    else
+        out->alloc_overflow = 1;
+}
+
 void cmb_caseline_scan(const cmb_plan *p, cmb_caseline_plan *out)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < p->n; i++) {
         const cmb_param_set *ps = &p->cases[i].spec.params;
+        scan_alloc(out, &p->cases[i].spec.alloc);
         for (size_t k = 0; k < ps->n; k++) {
             size_t j = 0;
             while (j < out->n && out->param[j].spec != ps->spec[k])
@@ -72,11 +89,75 @@ static int varies(const cmb_caseline_plan *cp, const void *spec)
     return 1;
 }
 
+/* Some spec of the allocator in the run gives the option item's key (k=)
+ * another value. */
+static int item_varies(const cmb_caseline_plan *cp, const cmb_alloc_spec *a, const char *item, size_t n)
+{
+    char opts[sizeof a->text];
+    size_t key = strcspn(item, "=");
+    key = key < n ? key + 1 : n; /* "k=" */
+    for (size_t j = 0; j < cp->n_alloc; j++) {
+        if (strcmp(cp->alloc[j]->name, a->name))
+            continue;
+        cmb_alloc_spec_user_options(cp->alloc[j], opts, sizeof opts);
+        for (const char *p = opts; *p;) {
+            size_t m = strcspn(p, ":");
+            if (m >= key && !strncmp(p, item, key) && (m != n || strncmp(p, item, n)))
+                return 1;
+            p += m + (p[m] == ':');
+        }
+    }
+    return 0;
+}
+
+/* "name[:k=v...][:...][@up]" with the options whose value varies among the
+ * run's specs of the allocator ("..." for the rest). */
+static void short_alloc(const cmb_caseline_plan *cp, const cmb_alloc_spec *a, char *out, size_t len)
+{
+    char opts[sizeof a->text];
+    int left_out = 0;
+    cmb_alloc_spec_user_options(a, opts, sizeof opts);
+    size_t used = (size_t)snprintf(out, len, "%s", a->name);
+    for (const char *p = opts; *p && used < len;) {
+        size_t n = strcspn(p, ":");
+        if (item_varies(cp, a, p, n))
+            used += (size_t)snprintf(out + used, len - used, ":%.*s", (int)n, p);
+        else
+            left_out = 1;
+        p += n + (p[n] == ':');
+    }
+    if (left_out && used < len)
+        used += (size_t)snprintf(out + used, len - used, ":...");
+    if (a->has_upstream && used < len)
+        snprintf(out + used, len - used, "@%s", cmb_upstream_kind_name(a->upstream));
+}
+
+/* The spec's short label, or its whole label where the short one is
+ * another spec's too (specs that differ only in which options they give).
+ * 1 when it left anything out. */
+static int alloc_name(const cmb_caseline_plan *cp, const cmb_alloc_spec *a, char *out, size_t len)
+{
+    char full[sizeof a->text + 16], other[sizeof a->text + 16], mine[sizeof a->text + 16];
+    cmb_alloc_spec_label(a, full, sizeof full);
+    short_alloc(cp, a, mine, sizeof mine);
+    for (size_t j = 0; !cp->alloc_overflow && j < cp->n_alloc && strcmp(mine, full); j++) {
+        cmb_alloc_spec_label(cp->alloc[j], other, sizeof other);
+        if (strcmp(other, full)) {
+            short_alloc(cp, cp->alloc[j], other, sizeof other);
+            if (!strcmp(other, mine))
+                break; /* told apart only by the whole label */
+        }
+        if (j + 1 == cp->n_alloc)
+            return snprintf(out, len, "%s", mine), 1;
+    }
+    snprintf(out, len, "%s", full);
+    return 0;
+}
+
 int cmb_caseline_name(const cmb_caseline_plan *cp, const cmb_case_spec *cs, char *out, size_t len)
 {
     char alloc[sizeof cs->alloc.text + 16], full[CMB_BENCH_NAME_MAX + 64];
-    int left_out = 0;
-    cmb_alloc_spec_label(&cs->alloc, alloc, sizeof alloc);
+    int left_out = alloc_name(cp, &cs->alloc, alloc, sizeof alloc);
     size_t used = (size_t)snprintf(full, sizeof full, "%s %s", cs->scenario->name, alloc);
     for (size_t k = 0; k < cs->params.n && used < sizeof full; k++) {
         if (!varies(cp, cs->params.spec[k])) {

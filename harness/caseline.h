@@ -2,8 +2,9 @@
  * ("churn/cuda/n:300/max_size:2MiB/dist:uniform/...") is often over 200
  * columns; the line names the case by its scenario, its allocator and only
  * the parameters that differ between the run's cases of that scenario
- * ("churn cuda max_size:2MiB"), which with its [k/N] index is unambiguous
- * within the run, and fits its result into CMB_CASELINE_WIDTH columns.
+ * ("churn cuda max_size:2MiB"; an allocator's options that no other spec
+ * of it in the run gives another value are "...": "torch-caching:..."),
+ * which with its [k/N] index is unambiguous within the run, and fits its result into CMB_CASELINE_WIDTH columns.
  * The result files always keep the full name; --verbose prints it, and the
  * whole result, on the console too. Console only.
  */
@@ -20,22 +21,29 @@
 #define CMB_CASELINE_INDENT 6      /* the lines after a case line's first */
 
 #define CMB_CASELINE_MAX_PARAMS 512 /* parameters of the run's scenarios told apart */
+#define CMB_CASELINE_MAX_ALLOCS 256 /* allocator specs told apart (more: shown whole) */
 
 /* Which parameters take more than one value among a plan's cases (a
- * parameter belongs to one scenario: its cmb_param_spec tells it apart). */
+ * parameter belongs to one scenario: its cmb_param_spec tells it apart),
+ * and the run's distinct allocator specs (an option all the specs of one
+ * allocator share is left out of their short names). */
 typedef struct cmb_caseline_plan {
-    size_t n;
+    size_t n, n_alloc;
+    int alloc_overflow; /* more specs than alloc[] holds: options shown whole */
     struct {
         const void *spec;  /* the cmb_param_spec */
         const char *first; /* its value in the first case that has it */
         int varies;
     } param[CMB_CASELINE_MAX_PARAMS];
+    const cmb_alloc_spec *alloc[CMB_CASELINE_MAX_ALLOCS];
 } cmb_caseline_plan;
 
 void cmb_caseline_scan(const cmb_plan *p, cmb_caseline_plan *out);
 
 /* The short name of a case of the scanned plan: "scenario allocator k:v
- * ..." with the parameters that vary in the plan, at most
+ * ..." with the parameters that vary in the plan and the allocator's
+ * options that tell it from the run's other specs of that allocator
+ * ("torch-caching:max_split_size_mb=64:..." where it has others), at most
  * CMB_CASELINE_NAME_MAX columns ("..." in the middle of a longer one).
  * Returns 1 when it leaves out anything of the full name. */
 int cmb_caseline_name(const cmb_caseline_plan *cp, const cmb_case_spec *cs, char *out, size_t len);
