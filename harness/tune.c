@@ -222,8 +222,10 @@ static int out_dir_ok(const char *dir)
     const char *why = NULL;
     snprintf(parent, sizeof parent, "%s", dir);
     char *slash = strrchr(parent, '/');
-    if (slash)
-        *slash = slash == parent ? (slash[1] = '\0', '/') : '\0';
+    if (slash == parent)
+        slash[1] = '\0'; /* "/x": its parent is "/" */
+    else if (slash)
+        *slash = '\0';
     if (!stat(dir, &st))
         why = S_ISDIR(st.st_mode) ? NULL : "not a directory";
     else if (access(slash ? parent : ".", W_OK | X_OK))

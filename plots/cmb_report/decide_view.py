@@ -8,7 +8,7 @@ answers block and table (analysis.decision, harness/rank.c)."""
 import html
 import math
 
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from . import analysis as A
 from . import figures as F
@@ -52,7 +52,8 @@ def _panels(run, scenarios):
         if s in ("fastpath", "multi-gpu") or not any(c.ran for c in run.cases_of(s)):
             continue
         d = A.decision(run, s)
-        pts = [(k, e) for k, e in d.entries.items() if e["t"] == e["t"] and e["t"] > 0]
+        key = _x_of(s, d)[1]
+        pts = [(k, e) for k, e in d.entries.items() if e["t"] == e["t"] and e["t"] > 0 and e[key] == e[key]]
         if pts:
             out.append((s, d, pts))
     return out[:MAX_PANELS]
@@ -63,8 +64,6 @@ def _draw(ax, scenario, d, pts, colors):
     higher = key == "mem" and A._memory_counter(scenario)[1]
     for k, e in pts:
         x = -e[key] if higher else e[key]
-        if x != x:
-            continue
         color = colors.get(k.split(":")[0].split("@")[0], colors.get(k, "#555555"))
         odd = not e["fits"] or d.far[k]
         if k == d.recommended:
@@ -77,7 +76,10 @@ def _draw(ax, scenario, d, pts, colors):
     unit_bytes = key == "cap" or M.metric(A._memory_counter(scenario)[0]).unit == "bytes"
     if unit_bytes:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: M.fmt_bytes(v) if v >= 0 else ""))
-    ax.set_yscale("log")
+    times = [e["t"] for _, e in pts]
+    if max(times) > 20 * min(times):
+        ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: M.fmt_seconds(v) if v > 0 else "0"))
     ax.set_xlabel(xname)
     ax.set_title(f"{scenario}: recommended {d.recommended or 'none'}")
@@ -97,10 +99,10 @@ def figure(run, scenarios, colors):
     for ax, (s, d, pts) in zip(axes, panels):
         _draw(ax, s, d, pts, colors)
         ax.set_ylabel(label.replace(" from ", " allocator time\nfrom ", 1) if label.startswith("predicted from")
-                      else "allocator time\n" + label)
+                      else label.replace(" (", "\n(", 1))
         ax.margins(0.1)
-    fig.suptitle(f"{run.label}: each allocator's smallest GPU against its allocator time ({label}); "
-                 "star: recommended, hollow: did not fit or far above the rest", fontsize=8)
+    fig.suptitle(f"{run.label}: each allocator's smallest GPU against its allocator time\n"
+                 "star: recommended; hollow: did not fit, or far above the rest", fontsize=8)
     return F._png(fig)
 
 
