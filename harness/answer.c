@@ -96,7 +96,21 @@ static int fill_item(const char *item, const cmb_bench_run *r, double time_s, ch
 static const char *const standard_items[] = {"time {time}", "alloc p50 {alloc_p50_ns}", "reserved {peak_reserved_bytes}",
                                              "frag {frag_ratio}", "capacity {capacity_ratio}", NULL};
 
-void cmb_answer_items(const cmb_scenario *s, const cmb_bench_run *r, double time_s, char *out, size_t len)
+/* The item shows a time: {time}, or a counter in a unit of time. */
+static int item_is_time(const char *item)
+{
+    for (const char *p = strchr(item, '{'); p; p = strchr(p + 1, '{')) {
+        const char *close = strchr(p, '}');
+        size_t n = close ? (size_t)(close - p - 1) : 0;
+        if (n && ((n == 4 && !strncmp(p + 1, "time", 4)) || has_suffix(p + 1, n, "_ns") ||
+                  has_suffix(p + 1, n, "_us") || has_suffix(p + 1, n, "_ms") || has_suffix(p + 1, n, "_s")))
+            return 1;
+    }
+    return 0;
+}
+
+void cmb_answer_items(const cmb_scenario *s, const cmb_bench_run *r, double time_s, const char *time_label,
+                      char *out, size_t len)
 {
     const char *const *items = s && s->headline ? s->headline->items : standard_items;
     size_t used = 0;
@@ -105,7 +119,9 @@ void cmb_answer_items(const cmb_scenario *s, const cmb_bench_run *r, double time
     for (size_t i = 0; i < 8 && items[i] && used + 1 < len; i++) {
         if (!fill_item(items[i], r, time_s, item, sizeof item))
             continue;
-        used += (size_t)snprintf(out + used, len - used, "%s%s", used ? "  " : "", item);
+        int label = time_label && item_is_time(items[i]);
+        used += (size_t)snprintf(out + used, len - used, "%s%s%s%s%s", used ? "  " : "", item, label ? " (" : "",
+                                 label ? time_label : "", label ? ")" : "");
     }
 }
 

@@ -17,10 +17,15 @@
 extern "C" {
 #endif
 
+/* What a time measured in sim mode is, said beside it wherever it is printed. */
+#define CMB_ANSWER_SIM_TIME "sim bookkeeping"
+
 /* The headline items of a case (after its status word), from `r`, the
  * median over its repetitions; items whose counters `r` lacks are left
- * out. time_s: the case's time. */
-void cmb_answer_items(const cmb_scenario *s, const cmb_bench_run *r, double time_s, char *out, size_t len);
+ * out. time_s: the case's time. time_label (NULL: none): said after every
+ * item that shows a time ("time 146 us (sim bookkeeping)"). */
+void cmb_answer_items(const cmb_scenario *s, const cmb_bench_run *r, double time_s, const char *time_label,
+                      char *out, size_t len);
 
 /* A finished case's status word: the scenario's (replay: "fits") or "ok". */
 const char *cmb_answer_ok_word(const cmb_scenario *s);

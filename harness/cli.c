@@ -253,6 +253,9 @@ static const cmb_cli_option options[] = {
      .help = "continue an interrupted run in DIR with its options,\nskipping the cases it finished"},
     {.name = "--quiet", .alias = "-q", .flags = CMB_OPT_RESUMABLE, .set = set_flag, OFF(quiet),
      .help = "only errors and the summary"},
+    {.name = "--verbose", .alias = "-v", .flags = CMB_OPT_RESUMABLE, .set = set_flag, OFF(verbose),
+     .help = "case lines with the full case name and every result item\n(default: the parameters that vary, "
+             "fitted to 120 columns)"},
     {.name = "--case-timeout", .metavar = "SECONDS", .flags = CMB_OPT_RESUMABLE, .set = set_seconds,
      OFF(case_timeout_s), .help = "kill a case that runs longer (default 900)"},
     {.name = "--fault", .metavar = "nth=N,every=K,prob=P,seed=S", .set = set_fault, OFF(fault),

@@ -42,6 +42,7 @@ typedef struct cmb_cli {
     int device_given;      /* --device was on the command line               */
     double case_timeout_s;
     int quiet;
+    int verbose;           /* --verbose: case lines with full names (caseline.h) */
     cmb_fault_spec fault;
     uint64_t hold_memory;  /* internal: be the contention scenario's holder  */
     int multi_gpu_rank;    /* internal: be a rank of the multi-gpu scenario  */

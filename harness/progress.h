@@ -37,8 +37,8 @@ typedef struct cmb_progress_view {
     double last_shown;
     int shown;        /* a progress line went out for this case */
     unsigned seen;    /* the records shown (cmb_wire_progress.seq) */
-    char prefix[320]; /* "[3/8] replay/bfc/trace:..." (the case line's)   */
-    char label[160];  /* "[3/8] replay bfc" (the progress line's)         */
+    char prefix[560]; /* "[3/8] replay bfc" (the case line's; --verbose: the full name) */
+    char label[160];  /* "[3/8] replay bfc" (the progress line's: the short name)        */
     /* the run's cases, for its time left (NULL: not shown) */
     const cmb_eta_case *eta;
     size_t eta_n, running;

@@ -16,7 +16,9 @@
 
 #include "../common/cmb_units.h"
 #include "answer.h"
+#include "caseline.h"
 #include "case.h"
+#include "costs.h"
 #include "../common/cmb_clock.h"
 #include "devcheck.h"
 #include "env.h"
@@ -53,7 +55,8 @@ static double oom_count(const cmb_bench_run *runs, size_t n)
     return most;
 }
 
-static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size_t n, char *out, size_t len)
+static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size_t n, cmb_mode mode, char *out,
+                          size_t len)
 {
     const cmb_bench_run *r = summary_run(runs, n);
     size_t failed = 0, reps = 0;
@@ -73,7 +76,8 @@ static void progress_line(const cmb_scenario *s, const cmb_bench_run *runs, size
         cmb_oom_message(oom_count(runs, n), status, sizeof status);
     double t = r->real_accumulated_time / (r->iterations > 0 ? (double)r->iterations : 1.0);
     int used = snprintf(out, len, "%s  ", status);
-    cmb_answer_items(s, r, t, out + used, len - (size_t)used); /* the scenario's answer first */
+    cmb_answer_items(s, r, t, mode == CMB_MODE_SIM ? CMB_ANSWER_SIM_TIME : NULL, out + used,
+                     len - (size_t)used); /* the scenario's answer first */
     used = (int)strlen(out);
     if (failed)
         snprintf(out + used, len - (size_t)used, "  (%zu of %zu repetitions failed)", failed, reps);
@@ -114,6 +118,9 @@ typedef struct run_ctx {
     cmb_devcheck *dc;
     run_totals tot;
     cmb_progress_view view; /* its out is NULL under --quiet */
+    int verbose;            /* --verbose: full names and whole results */
+    double case_s;          /* the last case: its process's wall time */
+    char note[320];         /* the last case: the device check's warning, or "" */
 } run_ctx;
 
 /* A child's results, and its progress on the console as it comes. */
@@ -182,13 +189,11 @@ static int record_runs(run_ctx *rc, const cmb_planned_case *pc, const cmb_case_r
                        const cmb_wire_reader *reader, double case_s, char *line, size_t line_len, char *err,
                        size_t errlen)
 {
-    char note[320];
     int any_error = 0;
     int st = cmb_output_case(rc->out, row, reader->runs, reader->n, err, errlen);
-    progress_line(pc->spec.scenario, reader->runs, reader->n, line, line_len);
-    snprintf(line + strlen(line), line_len - strlen(line), "  (%.1f s)", case_s);
-    if (cmb_devcheck_note(rc->dc, note, sizeof note))
-        snprintf(line + strlen(line), line_len - strlen(line), "  WARNING: %s", note);
+    progress_line(pc->spec.scenario, reader->runs, reader->n, pc->spec.mode, line, line_len);
+    if (!cmb_devcheck_note(rc->dc, rc->note, sizeof rc->note))
+        rc->note[0] = '\0';
     for (size_t i = 0; i < reader->n; i++)
         any_error |= reader->runs[i].error_occurred;
     if (any_error)
@@ -215,6 +220,8 @@ static int run_case(run_ctx *rc, const cmb_planned_case *pc, char *line, size_t 
     case_row(pc, &row, &text);
     cmb_wire_reader_init(reader);
     int spawn_failed = spawn_case(rc, pc, reader, &res, &case_s);
+    rc->case_s = case_s;
+    rc->note[0] = '\0';
     if (!spawn_failed && res.interrupted) {
         snprintf(line, line_len, "interrupted (not recorded)");
         goto out; /* not finished: not written, so --resume runs it again */
@@ -367,20 +374,72 @@ static int record_skipped(run_ctx *rc, const cmb_planned_case *pc, char *err, si
     return 0;
 }
 
+/* The line of a case that ended: its name (short, or full with
+ * --verbose) was printed when it started; here its result, fitted to the
+ * line (caseline.h), and the device check's warning under it. */
+static void print_case_line(const run_ctx *rc, const char *prefix, const char *line, double left)
+{
+    char tail[96], fitted[CMB_CASELINE_WIDTH * 16];
+    snprintf(tail, sizeof tail, "(%.1f s, ~%.0f s left)", rc->case_s, left);
+    size_t taken = strlen(prefix) + 2;
+    if (rc->verbose)
+        fprintf(stderr, " %s  %s\n", line, tail);
+    else {
+        cmb_caseline_fit(line, tail, CMB_CASELINE_WIDTH > taken ? CMB_CASELINE_WIDTH - taken : 0, fitted,
+                         sizeof fitted);
+        fprintf(stderr, " %s\n", fitted);
+    }
+    if (rc->note[0] && rc->verbose)
+        fprintf(stderr, "%*sWARNING: %s\n", CMB_CASELINE_INDENT, "", rc->note);
+    else if (rc->note[0]) {
+        cmb_caseline_elide(rc->note, CMB_CASELINE_WIDTH - CMB_CASELINE_INDENT - 9, fitted, sizeof fitted);
+        fprintf(stderr, "%*sWARNING: %s\n", CMB_CASELINE_INDENT, "", fitted);
+    }
+}
+
+/* "[k/N] name" as the case line starts (the full name with --verbose), and
+ * the progress line's label (the short name). */
+static void case_names(const run_ctx *rc, const cmb_caseline_plan *cp, const cmb_planned_case *pc, int width,
+                       size_t done, size_t to_run, char *prefix, size_t plen, char *label, size_t llen)
+{
+    char name[CMB_CASELINE_NAME_MAX * 4 + 1];
+    cmb_caseline_name(cp, &pc->spec, name, sizeof name);
+    snprintf(prefix, plen, "[%*zu/%zu] %s", width, done, to_run, rc->verbose ? pc->spec.name : name);
+    snprintf(label, llen, "[%*zu/%zu] %s", width, done, to_run, name);
+}
+
+/* Once, before the first case line: where the full names are. */
+static void say_short_names(const run_ctx *rc, const cmb_caseline_plan *cp, const cmb_plan *p)
+{
+    char name[CMB_CASELINE_NAME_MAX * 4 + 1];
+    for (size_t i = 0; rc->view.out && !rc->verbose && i < p->n; i++)
+        if (!p->cases[i].skip && cmb_caseline_name(cp, &p->cases[i].spec, name, sizeof name)) {
+            fprintf(stderr, "cumembench: case lines name the parameters that vary; the full names are in "
+                            "results.csv (and with --verbose)\n");
+            return;
+        }
+}
+
 /* Runs (or records as skipped) every case the earlier part of the run did
  * not finish. 0, or -1 when the output cannot be written. */
 static int run_cases(run_ctx *rc, const cmb_plan *p, const cmb_resume *rs, size_t to_run, char *err,
                      size_t errlen)
 {
-    double t0 = cmb_now_s();
     size_t done = 0;
     int width = snprintf(NULL, 0, "%zu", to_run), st = 0;
     cmb_eta_case *eta = eta_cases(p, rs, to_run);
+    cmb_caseline_plan *cp = calloc(1, sizeof *cp);
+    if (!cp) {
+        free(eta);
+        return snprintf(err, errlen, "host out of memory"), -1;
+    }
+    cmb_caseline_scan(p, cp);
+    say_short_names(rc, cp, p);
     rc->view.eta = eta;
     rc->view.eta_n = eta ? to_run : 0;
     for (size_t i = 0; i < p->n && !cmb_interrupted && !st; i++) {
         const cmb_planned_case *pc = &p->cases[i];
-        char line[1024], prefix[320], label[160];
+        char line[1024], prefix[CMB_BENCH_NAME_MAX + 48], label[160];
         if (cmb_resume_is_done(rs, pc->spec.name))
             continue; /* finished before the run was interrupted */
         if (pc->skip) {
@@ -388,21 +447,18 @@ static int run_cases(run_ctx *rc, const cmb_plan *p, const cmb_resume *rs, size_
             continue;
         }
         done++;
-        snprintf(prefix, sizeof prefix, "[%*zu/%zu] %s", width, done, to_run, pc->spec.name);
-        snprintf(label, sizeof label, "[%*zu/%zu] %s %s", width, done, to_run, pc->spec.scenario->name,
-                 pc->spec.alloc.name);
+        case_names(rc, cp, pc, width, done, to_run, prefix, sizeof prefix, label, sizeof label);
         cmb_progress_case_start(&rc->view, prefix, label, done - 1);
         double case_t0 = cmb_now_s();
         st = run_case(rc, pc, line, sizeof line, err, errlen);
         if (eta && done <= to_run)
             eta[done - 1].seconds = cmb_now_s() - case_t0;
-        if (!st && rc->view.out) {
-            double left = eta && done < to_run ? cmb_eta_left(eta, to_run, to_run, 0, -1) : 0;
-            fprintf(stderr, " %s  [%.0fs elapsed, ~%.0fs left]\n", line, cmb_now_s() - t0, left);
-        }
+        if (!st && rc->view.out)
+            print_case_line(rc, prefix, line, eta && done < to_run ? cmb_eta_left(eta, to_run, to_run, 0, -1) : 0);
     }
     rc->view.eta = NULL;
     free(eta);
+    free(cp);
     return st;
 }
 
@@ -424,6 +480,20 @@ static int summary(const run_ctx *rc, const cmb_cli *cli, cmb_mode mode, double 
     if (!cli->quiet || !(tot->ok + tot->oom + tot->failed)) /* the answers, or why nothing ran */
         return cmb_answer_table(dir, cli->resume != NULL, stderr) > 0;
     return 0;
+}
+
+/* The cost file the cases price their allocator time with (as they find
+ * it: costs.c), in the context, so that the report names it. */
+static void costs_context(cmb_env *env)
+{
+    char path[1024];
+    const char *given = getenv(CMB_COSTS_ENV);
+    if (given && *given)
+        cmb_env_set(env, "costs_file", given);
+    else if (!cmb_costs_default_path(getenv(CMB_COSTS_GPU_ENV), path, sizeof path))
+        cmb_env_set(env, "costs_file", path);
+    else
+        cmb_env_set(env, "costs_file", "none");
 }
 
 /* The environment, the mode and the plan: 0, or 2 (bad input). */
@@ -456,6 +526,7 @@ static int prepare(const cmb_cli *cli, run_ctx *rc, cmb_env *env, cmb_mode *mode
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)cli->seed);
     cmb_env_set(env, "seed", seed);
     cmb_env_set(env, "preset", cli->preset == CMB_PRESET_FULL ? "full" : "quick");
+    costs_context(env);
     return 0;
 }
 
@@ -468,7 +539,7 @@ int cmb_run(const cmb_cli *cli, const char *argv0)
     cmb_output out;
     cmb_resume rs = {0};
     cmb_devcheck dc = {0};
-    run_ctx rc = {.timeout_s = cli->case_timeout_s, .out = &out, .dc = &dc};
+    run_ctx rc = {.timeout_s = cli->case_timeout_s, .out = &out, .dc = &dc, .verbose = cli->verbose};
     self_path(rc.self, sizeof rc.self, argv0);
     cmb_spawn_install_signals();
     int status = prepare(cli, &rc, &env, &mode, &p, dir, sizeof dir);

@@ -3,9 +3,13 @@
  * input). docs/tune.md says what it does; tune.h maps the files. */
 #include "tune.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +28,7 @@ typedef struct tune_args {
     uint64_t passes;
     const char *costs;
     const char *recorded; /* the setting the trace was recorded under, when its header does not say */
+    const char *out;      /* --out DIR: DIR/tune.json as well, for the report */
     char **verify; /* the command after --verify -- */
     int n_verify;
 } tune_args;
@@ -45,7 +50,7 @@ static int bad(const char *fmt, const char *a, const char *b)
     fprintf(stderr, fmt, a, b);
     fprintf(stderr, " (usage: cumembench tune INPUT [--budget SIZE] [--for torch|cupy|rmm|any] "
                     "[--objective memory|time|balanced] [--json] [--passes N] [--recorded SPEC] [--costs FILE] "
-                    "[--verify -- CMD ...])\n");
+                    "[--out DIR] [--verify -- CMD ...])\n");
     return -1;
 }
 
@@ -75,6 +80,10 @@ static int parse_opt(tune_args *a, const char *opt, const char *v)
         a->costs = v;
     } else if (!strcmp(opt, "--recorded")) {
         a->recorded = v;
+    } else if (!strcmp(opt, "--out")) {
+        if (!*v)
+            return bad("--out needs a directory%s%s", "", "");
+        a->out = v;
     } else {
         return bad("unknown option %s%s", opt, "");
     }
@@ -199,6 +208,63 @@ static int search(cmb_tune_ctx *x, cmb_tune_set *s, cmb_tune_for fw, int *front,
     return 0;
 }
 
+/* --- the result for the report ------------------------------------------------------------------------ */
+
+#define TUNE_FILE "tune.json"
+
+/* --out DIR: a directory, or one that can be made in an existing one, without
+ * a tune.json already (a result is never overwritten); checked before
+ * anything runs, made only when there is a result to write. */
+static int out_dir_ok(const char *dir)
+{
+    char path[PATH_MAX], parent[PATH_MAX];
+    struct stat st;
+    const char *why = NULL;
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent)
+        slash[1] = '\0'; /* "/x": its parent is "/" */
+    else if (slash)
+        *slash = '\0';
+    if (!stat(dir, &st))
+        why = S_ISDIR(st.st_mode) ? NULL : "not a directory";
+    else if (access(slash ? parent : ".", W_OK | X_OK))
+        why = "neither a directory nor one that can be made here";
+    if (why) {
+        fprintf(stderr, "cumembench tune: --out %s: %s\n", dir, why);
+        return -1;
+    }
+    if (snprintf(path, sizeof path, "%s/%s", dir, TUNE_FILE) >= (int)sizeof path || !access(path, F_OK)) {
+        fprintf(stderr, "cumembench tune: --out %s: %s exists (a tune result is kept): give another directory\n",
+                dir, path);
+        return -1;
+    }
+    return 0;
+}
+
+/* DIR/tune.json, whole or not at all (written aside, then renamed). */
+static int write_out(const char *dir, const cmb_tune_report *r)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s/%s", dir, TUNE_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (mkdir(dir, 0777) && errno != EEXIST) {
+        fprintf(stderr, "cumembench tune: --out %s: %s\n", dir, strerror(errno));
+        return 2;
+    }
+    FILE *f = fopen(tmp, "w");
+    int bad_write = !f || cmb_tune_print_json(f, r);
+    if (f)
+        bad_write |= fclose(f) != 0;
+    if (bad_write || rename(tmp, path)) {
+        fprintf(stderr, "cumembench tune: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return 2;
+    }
+    fprintf(stderr, "cumembench tune: wrote %s (make report RUNS=%s shows the front)\n", path, dir);
+    return 0;
+}
+
 /* --- the command ---------------------------------------------------------------------------------------- */
 
 static int load_costs(const tune_args *a, cmb_costs *costs, char *path, size_t len)
@@ -267,6 +333,8 @@ static int run(const tune_args *a, cmb_tune_trace *t, const cmb_costs *costs, co
     r.trials = x.trials;
     r.passes = a->passes;
     int rc = a->json ? cmb_tune_print_json(stdout, &r) : (cmb_tune_print(stdout, &r), 0);
+    if (!rc && a->out)
+        rc = write_out(a->out, &r);
     if (!rc && a->n_verify)
         rc = cmb_tune_verify(&r, a->verify, a->n_verify, a->json);
     free(x.ptr);
@@ -285,6 +353,8 @@ int cmb_tune_main(int argc, char **argv)
         fprintf(stderr, "cumembench tune: --verify runs the program on a GPU, and none is usable here\n");
         return 2;
     }
+    if (a.out && out_dir_ok(a.out))
+        return 2;
     int have = load_costs(&a, &costs, costs_path, sizeof costs_path);
     if (have < 0)
         return 2;

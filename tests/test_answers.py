@@ -76,10 +76,10 @@ class Answers(unittest.TestCase):
         self.assertIn("highest max_batch", got["batch-sweep"]["memory"])
         self.assertIn("needs a GPU", got["pinned"]["not_run"])
         self.assertIn("where to look next: make report RUNS=" + out, p.stderr)
-        # each case's line leads with its scenario's answer
-        self.assertRegex(p.stderr, r"churn/cuda/\S+  ok  churn peak reserved \S+ \S+ for \S+ \S+ requested  churn "
-                                   r"frag 0\.000  checkerboard capacity ratio 1\.000")
-        self.assertRegex(p.stderr, r"replay/cuda/\S+  fits  min capacity \S+ \S+  peak reserved")
+        # each case's line leads with its scenario's answer (its items go on where the line ends)
+        self.assertRegex(p.stderr, r"\] churn cuda max_size:\S+  ok  churn peak reserved \S+ \S+ for \S+ \S+ requested  "
+                                   r"churn frag 0\.000\n {6}checkerboard capacity ratio 1\.000")
+        self.assertRegex(p.stderr, r"\] replay cuda  fits  min capacity \S+ \S+  peak reserved")
 
     def test_memory_ranked_by_the_smallest_gpu(self):
         # churn_small_rmm.csv: on the simulated 80 GiB device rmm-pool's pool (half the free memory) made it
@@ -116,9 +116,9 @@ class Answers(unittest.TestCase):
         p = run(["--scenario", "replay", "--allocator", "bfc,torch-caching,cuda", "--param", f"trace={MLP}",
                  "--param", "capacity=1GiB,8GiB"], out)
         self.assertEqual(p.returncode, 0, p.stderr)   # did not fit is an answer, not a failure
-        self.assertRegex(p.stderr, r"replay/bfc/\S+capacity:1GiB\S*  did not fit: 27 allocations failed  min capacity")
-        self.assertRegex(p.stderr, r"replay/torch-caching/\S+capacity:1GiB\S*  did not fit: 21 allocations failed")
-        self.assertRegex(p.stderr, r"replay/bfc/\S+capacity:8GiB\S*  fits  min capacity")
+        self.assertRegex(p.stderr, r"\] replay bfc capacity:1GiB  did not fit: 27 allocations failed  min capacity")
+        self.assertRegex(p.stderr, r"\] replay torch-caching capacity:1GiB  did not fit: 21 allocations failed")
+        self.assertRegex(p.stderr, r"\] replay bfc capacity:8GiB  fits  min capacity")
         r = load_run(out)
         small = [c for c in r.cases.values() if "capacity=1GiB" in c.params]
         self.assertEqual({c.allocator: c.status for c in small}, {"bfc": "oom", "torch-caching": "oom",

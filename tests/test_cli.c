@@ -87,7 +87,7 @@ static const bad_case bad[] = {
      "more than 4096 cases"},
     {"--resume", "needs a value"},
     {"--resume=", "--resume needs the directory"},
-    {"--resume /nonexistent/run", "only --quiet and --case-timeout may be given beside it"},
+    {"--resume /nonexistent/run", "only --quiet, --verbose and --case-timeout may be given beside it"},
     {"--fault every=2,bogus=1", "--fault: expected"},
     /* duplicates, contradictions and ambiguous units: refused, never one silently winning */
     {"--scenario churn,churn --allocator bfc", "scenario 'churn' is listed twice"},

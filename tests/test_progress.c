@@ -1,7 +1,7 @@
 /* test_progress.c - progress inside a case and the time left: the
  * per-scenario estimate, the progress record on the wire, the console
- * line, and a whole sim replay that shows progress on stderr while its
- * results.csv matches a --quiet run's. */
+ * line, a whole sim replay that shows progress on stderr while its
+ * results.csv matches a --quiet run's, and case lines of 120 columns. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "harness/caseline.h"
 #include "harness/progress.h"
 #include "harness/wire.h"
 #include "support/run.h"
@@ -142,8 +143,73 @@ static void short_cases_send_no_progress(void **state)
     snprintf(args, sizeof args, "--mode sim --scenario churn --allocator cuda --param n=300 --param max_size=2MiB "
              "--param dist=uniform --capacity 1GiB --repetitions 1 --out %s/short", cmb_test_tmpdir());
     assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
-    if (strstr(out, " steps") || !strstr(out, "[1/1] churn/cuda"))
+    if (strstr(out, " steps") || !strstr(out, "[1/1] churn cuda  ok"))
         fail_msg("a short case showed progress, or no case line:\n%s", out);
+}
+
+/* --- the case line: 120 columns, the full name in the files and with --verbose ---------------- */
+
+/* Every line of `out` up to the run's totals (the answers after them are
+ * a table of their own) at most CMB_CASELINE_WIDTH columns. */
+static void lines_fit(const char *out)
+{
+    for (const char *p = out; *p && !(!strncmp(p, "cumembench: ", 12) && p[12] >= '0' && p[12] <= '9');) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n > CMB_CASELINE_WIDTH)
+            fail_msg("a line of %zu columns:\n%.*s", n, (int)n, p);
+        p = nl ? nl + 1 : p + n;
+    }
+}
+
+static void case_lines_fit_and_verbose_names_in_full(void **state)
+{
+    (void)state;
+    static char out[1 << 16], csv[1 << 16];
+    char args[1024];
+    const char *dir = cmb_test_tmpdir();
+    const char *run = "--mode sim --scenario churn --allocator 'cuda,torch-caching:max_split_size_mb=64|128@sim,"
+                      "torch-caching:garbage_collection_threshold=0.5@sim' --param n=300 --param max_size=2MiB,4MiB "
+                      "--param dist=uniform --capacity 1GiB --repetitions 1";
+    const char *full = "churn/torch-caching:max_split_size_mb=64@sim/n:300/max_size:4MiB/dist:uniform/live_cap:";
+    snprintf(args, sizeof args, "%s --out %s/short", run, dir);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    lines_fit(out);
+    /* the option that varies is named; one the run's other torch-caching specs do not vary is "..." */
+    if (!strstr(out, "] churn torch-caching:max_split_size_mb=64@sim max_size:4MiB  ok\n      churn peak reserved") ||
+        !strstr(out, "] churn torch-caching:max_split_size_mb=128@sim max_size:2MiB  ok") ||
+        !strstr(out, "] churn torch-caching:...@sim max_size:4MiB  ok") ||
+        strstr(out, full) || !strstr(out, "(sim bookkeeping)") || !strstr(out, "with --verbose"))
+        fail_msg("no short case line with the parameter that varies and labelled sim times:\n%s", out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cut -d, -f4 %s/short/results.csv | sort -u", dir);
+    assert_int_equal(cmb_test_sh(cmd, csv, sizeof csv), 0);
+    if (!strstr(csv, full))
+        fail_msg("results.csv lost the full name:\n%s", csv);
+    snprintf(args, sizeof args, "%s --verbose --out %s/verbose", run, dir);
+    assert_int_equal(cmb_test_run(args, out, sizeof out), 0);
+    if (!strstr(out, "] churn/torch-caching:max_split_size_mb=64@sim/n:300/max_size:4MiB/") ||
+        strstr(out, "with --verbose"))
+        fail_msg("--verbose did not print the full name:\n%s", out);
+}
+
+/* A result too long for one line goes on indented lines, none over 120
+ * columns; an item too long for any line is cut, the tail stays. */
+static void case_line_wraps_at_items(void **state)
+{
+    (void)state;
+    char item[300], result[700], out[2048];
+    memset(item, 'x', 200);
+    item[200] = '\0';
+    snprintf(result, sizeof result, "FAILED: %s  second item  third", item);
+    cmb_caseline_fit(result, "(1.0 s, ~3 s left)", 60, out, sizeof out);
+    lines_fit(out);
+    assert_non_null(strstr(out, "x...\n      second item  third  (1.0 s, ~3 s left)"));
+    assert_int_equal(strcspn(out, "\n"), 60);
+    cmb_caseline_fit("ok  a  b", "(t)", 60, out, sizeof out);
+    assert_string_equal(out, "ok  a  b  (t)");
+    cmb_caseline_elide("abcdefghijklmnopqrstuvwxyz", 11, out, sizeof out);
+    assert_string_equal(out, "abcd...wxyz");
 }
 
 int main(void)
@@ -154,6 +220,8 @@ int main(void)
         cmocka_unit_test(progress_record_round_trip),
         cmocka_unit_test(replay_shows_progress_and_keeps_results),
         cmocka_unit_test(short_cases_send_no_progress),
+        cmocka_unit_test(case_lines_fit_and_verbose_names_in_full),
+        cmocka_unit_test(case_line_wraps_at_items),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

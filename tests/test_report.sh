@@ -17,6 +17,10 @@
 #   test_report.sh columns    plot scripts and report.py stop with a clear
 #                             error on input that lacks a column
 #   test_report.sh real       timelines from a sim run of the binary, and its report
+#   test_report.sh answers_tune  a sim run's answers as a figure (smallest GPU against the
+#                             time predicted from the run's cost file); a tune result's
+#                             Pareto front (table and figure) from tune --out DIR in the
+#                             run's directory, alone, and through --tune FILE; bad tune input
 #   test_report.sh committed  the committed full runs of every GPU, side by side
 #                             (with docs/findings.md, the default Findings section)
 #   test_report.sh findings   the Findings section from a Markdown file
@@ -317,6 +321,104 @@ part_real() {
     echo "real sim run: $n timelines, report ok"
 }
 
+# --- the answers' figure and tune's front -------------------------------------------------------
+
+check_tune_page() { # REPORT.html FIGURES SETTING...: the page's figures, the settings in its tune table
+    "$py" - "$@" <<'EOF'
+import html.parser, sys
+
+class Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.section, self.imgs, self.rows, self.row, self.text = "", [], [], None, []
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "h2":
+            self.section = a.get("id", "")
+        if tag == "img":
+            self.imgs.append((self.section, a.get("alt", ""), a.get("src", "")))
+        if tag == "tr":
+            self.row = []
+    def handle_endtag(self, tag):
+        if tag == "tr" and self.row is not None:
+            self.rows.append((self.section, [c.strip() for c in self.row]))
+            self.row = None
+    def handle_data(self, data):
+        self.text.append(data)
+        if self.row is not None and data.strip():
+            self.row.append(data)
+
+path, figures, settings = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+p = Page()
+p.feed(open(path, encoding="utf-8").read())
+text = " ".join(p.text)
+errors = []
+for fig in figures:
+    found = [src for _, alt, src in p.imgs if alt == fig]
+    if not found or not found[0].startswith("data:image/png;base64,") or len(found[0]) < 4000:
+        errors.append(f"no embedded figure '{fig}' (figures: {[alt for _, alt, _ in p.imgs]})")
+tune_rows = [r for s, r in p.rows if s == "tune"]
+marks = [r[0] for r in tune_rows if r]
+if settings and ("recorded" not in marks or "recommended" not in marks or "front" not in marks):
+    errors.append(f"the front's table lacks the recorded, recommended or front rows: {marks}")
+for setting in settings:
+    if not any(setting in r for r in tune_rows):
+        errors.append(f"the front's table has no row for {setting}")
+if settings and "predicted from results/nvidia-h100/costs.json" not in text:
+    errors.append("the tune section does not name the cost file its times are predicted from")
+if errors:
+    print("\n".join("FAIL: " + e for e in errors))
+    sys.exit(1)
+EOF
+}
+
+part_answers_tune() {
+    local bin=${CMB_BIN:?CMB_BIN must name the cumembench binary} trace=$src/traces/samples/churn_small.trace
+    local run=$tmp/run rec
+    "$bin" --mode sim --scenario replay --param trace="$trace" --allocator cuda,rmm-pool,torch-caching,torch-expandable \
+        --repetitions 1 --out "$run" -q || fail "cumembench sim replay failed"
+    grep -q '"costs_file": ".*results/nvidia-h100/costs.json"' "$run/results.json" ||
+        fail "results.json does not name the cost file the run's times were predicted from"
+    report "$run/report.html" --no-gnuplot "$run"
+    check_tune_page "$run/report.html" "smallest GPU and allocator time on sim" ||
+        fail "the sim run's report has no answers figure"
+    grep -q "Allocator time: predicted from results/nvidia-h100/costs.json" "$run/report.html" ||
+        fail "the answers figure does not say its times are predicted from the cost file"
+    if grep -q "<h2 id='tune'" "$run/report.html"; then fail "a report without a tune result has a tune section"; fi
+
+    # tune --out into the run's directory: its front in the run's report
+    "$bin" tune "$trace" --budget 2560MiB --out "$run" >"$tmp/tune.txt" 2>"$tmp/tune.err" ||
+        fail "tune --out failed: $(cat "$tmp/tune.err")"
+    [ -s "$run/tune.json" ] || fail "tune --out wrote no tune.json"
+    rec=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["recommendation"]["setting"])' "$run/tune.json")
+    grep -q "^recommended .*: $rec\$" "$tmp/tune.txt" || fail "tune.json's recommendation $rec is not the one printed"
+    report "$run/report.html" --no-gnuplot "$run"
+    check_tune_page "$run/report.html" "smallest GPU and allocator time on sim,tune front of churn_small.trace" \
+        "$rec" torch-caching || fail "the run's report lacks tune's front"
+    # a second tune into the same directory keeps the first; a DIR that cannot be made is refused
+    if "$bin" tune "$trace" --out "$run" >/dev/null 2>"$tmp/err"; then fail "tune --out overwrote a tune.json"; fi
+    grep -q "tune.json exists" "$tmp/err" || fail "unclear refusal: $(cat "$tmp/err")"
+    if "$bin" tune "$trace" --out "$tmp/no/such" >/dev/null 2>"$tmp/err"; then fail "tune --out took $tmp/no/such"; fi
+    [ ! -e "$tmp/no" ] || fail "a refused tune --out made a directory"
+
+    # a directory with only tune.json, and --tune FILE from --json
+    "$bin" tune "$trace" --budget 2560MiB --out "$tmp/alone" >/dev/null 2>&1 || fail "tune --out (alone) failed"
+    report "$tmp/alone.html" --no-gnuplot "$tmp/alone"
+    check_tune_page "$tmp/alone.html" "tune front of churn_small.trace" "$rec" || fail "the tune-only report"
+    "$bin" tune "$trace" --budget 2560MiB --json >"$tmp/t.json" 2>/dev/null || fail "tune --json failed"
+    report "$tmp/flag.html" --no-gnuplot --tune "$tmp/t.json"
+    check_tune_page "$tmp/flag.html" "tune front of churn_small.trace" "$rec" || fail "report.py --tune FILE"
+
+    # a malformed tune result: one line, exit 2
+    echo '{"input": "x"}' >"$tmp/bad.json"
+    if "$py" "$src/plots/report.py" -q -o "$tmp/bad.html" --tune "$tmp/bad.json" 2>"$tmp/err"; then
+        fail "report.py took a malformed tune result"
+    fi
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "not a tune result" "$tmp/err" || fail "unclear error: $(cat "$tmp/err")"
+    keep "$run/report.html" "$tmp/alone.html"
+    echo "answers figure; tune's front in the run's report, alone and with --tune: ok"
+}
+
 # --- the Findings section -----------------------------------------------------------------------
 
 check_findings() { # REPORT.html with|without: the section from $findings_md, or none
@@ -477,9 +579,10 @@ browser) part_browser ;;
 first_screen) part_first_screen ;;
 columns) part_columns ;;
 real) part_real ;;
+answers_tune) part_answers_tune ;;
 findings) part_findings ;;
 *)
-    echo "usage: $0 fixtures|browser|first_screen|columns|real|committed|findings" >&2
+    echo "usage: $0 fixtures|browser|first_screen|columns|real|answers_tune|committed|findings" >&2
     exit 2
     ;;
 esac

@@ -79,9 +79,9 @@ static void an_interrupted_run_resumes(void **state)
     if (!strstr(sh_out, "exit=130") || !strstr(sh_out, "--resume"))
         fail_msg("interrupt: %s", sh_out);
     check_once(dir, 1);
-    /* only --quiet and --case-timeout may come beside --resume */
+    /* only --quiet, --verbose and --case-timeout may come beside --resume */
     assert_int_equal(sh("'%s' --resume %s --seed 7", bin, dir), 2);
-    if (!strstr(sh_out, "only --quiet and --case-timeout"))
+    if (!strstr(sh_out, "only --quiet, --verbose and --case-timeout"))
         fail_msg("%s", sh_out);
     assert_int_equal(sh("cd / && '%s' --resume %s --case-timeout 1", bin, dir), 1); /* the hang fails */
     if (!strstr(sh_out, "1 finished cases kept"))

@@ -88,7 +88,7 @@ sample() {
     spec=$(field "$tmp/b.json" 'd["recommendation"]["setting"].split("@")[0]')
     reserved=$(field "$tmp/b.json" 'd["recommendation"]["peak_reserved_bytes"]')
     replay_case "$spec" "$trace" "$budget" "$tmp/fit" || fail "$trace: the replay of $spec failed"
-    grep -q '^\[1/1\].* fits ' "$tmp/fit.log" || fail "$trace: $spec does not fit $budget B in a replay: $(cat "$tmp/fit.log")"
+    grep -qE '^\[1/1\] .* fits( |$)' "$tmp/fit.log" || fail "$trace: $spec does not fit $budget B in a replay: $(cat "$tmp/fit.log")"
     replay_case "$spec" "$trace" 1TiB "$tmp/unl" || fail "$trace: the replay of $spec at 1 TiB failed"
     local case_reserved
     case_reserved=$("$py" -c "

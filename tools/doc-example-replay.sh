@@ -18,8 +18,8 @@ if [ "${CMB_DOC_RERUN:-0}" = 1 ] || [ ! -f "$committed" ]; then
         --allocator torch-caching,torch-expandable,cmb --out "$out/run" --repetitions 1 2>&1 |
         grep -v "^cumembench: writing\|^cumembench: where to look" |
         sed -e '/^    \[/d' -e '/^\[[0-9]*\/[0-9]*\] [^ ]*$/d' | # progress on a slow machine
-        sed -e "s|$out/run|RUN|g" -e 's/time [0-9.]* [mun]*s/time …/g' -e 's/([0-9.]* s)/(…)/g' \
-            -e 's/\[[0-9]*s elapsed[^]]*\]//' -e 's/ in [0-9.]* s;/ in …;/' -e 's/ *$//' >"$committed.tmp" &&
+        sed -e "s|$out/run|RUN|g" -e 's/time [0-9.]* [mun]*s/time …/g' -e 's/([0-9.]* s, ~[0-9]* s left)/(…)/g' \
+            -e 's/ in [0-9.]* s;/ in …;/' -e 's/ *$//' >"$committed.tmp" &&
         mv "$committed.tmp" "$committed" || exit 1
 fi
 echo '```text'

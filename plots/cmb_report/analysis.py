@@ -465,12 +465,23 @@ def _per_request(label):
     return label == "cuda" or label.startswith(("cuda@", "cuda:"))
 
 
-def decide(run, scenario):
-    """(each allocator's smallest GPU and time, the recommendation) as
-    harness/answer.c's decide_lines and harness/rank.c compute them: per
-    allocator over the parameter sets, it fits when every case is ok with
-    no failed allocation; smallest GPU the largest over the sets; time the
-    sum (predicted_alloc_time_s in sim, time_s of real allocators on a GPU)."""
+@dataclass
+class Decision:
+    """Per allocator (label) of a scenario in one run: fits, smallest GPU
+    (cap, NaN where the scenario searches none), memory (the scenario's
+    measure summed over its parameter sets, negated where higher is better),
+    time (t, NaN when unknown) and far (more than RANK_FAR x the median);
+    the recommended label (None) and how it was chosen."""
+    entries: "OrderedDict"
+    far: dict
+    recommended: object
+    by_cap: bool
+    timed: bool
+    gpu: bool
+
+
+def decision(run, scenario):
+    """The numbers behind decide(): harness/rank.c's recommendation."""
     gpu = run.mode == "gpu"
     ents = OrderedDict()
     for c in run.cases_of(scenario):
@@ -498,17 +509,27 @@ def decide(run, scenario):
     cands = [(e["cap"] if by_cap else e["mem"], k) for k, e in ok.items()
              if (not timed or (e["t"] == e["t"] and e["t"] <= limit)) and (e["cap"] if by_cap else e["mem"]) ==
              (e["cap"] if by_cap else e["mem"])]
+    return Decision(ents, far, min(cands)[1] if cands else None, by_cap, bool(timed), gpu)
+
+
+def decide(run, scenario):
+    """(each allocator's smallest GPU and time, the recommendation) as
+    harness/answer.c's decide_lines and harness/rank.c compute them: per
+    allocator over the parameter sets, it fits when every case is ok with
+    no failed allocation; smallest GPU the largest over the sets; time the
+    sum (predicted_alloc_time_s in sim, time_s of real allocators on a GPU)."""
+    d = decision(run, scenario)
     items = []
-    for k, e in ents.items():
+    for k, e in d.entries.items():
         cap = "" if e["cap"] != e["cap"] else (f" {e['cap'] / 2**30:.2f} GiB" if e["cap"] >= 2**30
                                               else f" {e['cap'] / 2**20:.1f} MiB")
         t = "" if e["t"] != e["t"] else f" {_seconds(e['t'])}"
-        items.append(k + cap + t + (" (far above the rest)" if far[k] else "") + ("" if e["fits"] else " (did not fit)"))
-    label = "measured allocator time" if gpu else (
-        "predicted" if timed else "no cost file: time not predicted")
-    rec = (min(cands)[1] + (" (smallest GPU" if by_cap else " (least memory") +
-           (", time within 5% of the fastest)" if timed else "; time unknown, cuda per request excluded)")) \
-        if cands else "none: no allocator fit within the time budget"
+        items.append(k + cap + t + (" (far above the rest)" if d.far[k] else "") + ("" if e["fits"] else " (did not fit)"))
+    label = "measured allocator time" if d.gpu else (
+        "predicted" if d.timed else "no cost file: time not predicted")
+    rec = (d.recommended + (" (smallest GPU" if d.by_cap else " (least memory") +
+           (", time within 5% of the fastest)" if d.timed else "; time unknown, cuda per request excluded)")) \
+        if d.recommended else "none: no allocator fit within the time budget"
     return ", ".join(items) + f" [{label}]", rec
 
 

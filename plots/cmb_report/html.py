@@ -7,8 +7,10 @@ import html
 import json
 
 from . import analysis as A
+from . import decide_view as DV
 from . import explain as X
 from . import timeline_view as TV
+from . import tune_view as TUNE
 from . import figures as F
 from . import metrics as M
 from .impl import TIME_LABEL as IMPL_TIME_LABEL
@@ -504,13 +506,20 @@ def _definitions(page, runs):
     page.add("</dl></details>\n")
 
 
-def render(runs, findings=None):
-    """The page and its number of figures; findings: the Findings section's HTML, if any."""
+def render(runs, findings=None, tunes=()):
+    """The page and its number of figures; findings: the Findings section's
+    HTML, if any; tunes: tune results (tune_view), their fronts after the answers."""
     scenarios = A.scenarios(runs)
     colors = F.allocator_colors(A.allocators(runs))
     page = Page()
+    if not runs:  # tune results only
+        page.add("<h1>cumembench report</h1>\n")
+        TUNE.section(page, tunes)
+        return _page(page, "cumembench report: tune " + ", ".join(t.label for t in tunes))
     _header(page, runs)
     _answers(page, runs, scenarios)
+    DV.section(page, runs, scenarios, colors)
+    TUNE.section(page, tunes)
     _toc(page, runs, scenarios, findings)
     for s in scenarios:
         _scenario_section(page, runs, s, colors)
@@ -525,7 +534,10 @@ def render(runs, findings=None):
     _definitions(page, runs)
     if findings:
         page.add(findings)
-    title = "cumembench report: " + ", ".join(r.label for r in runs)
+    return _page(page, "cumembench report: " + ", ".join(r.label for r in runs))
+
+
+def _page(page, title):
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>{esc(title)}</title><style>{CSS}</style><script>{SELF_CHECK}</script></head>\n<body>\n"
             + "".join(page.parts) + "</body></html>\n"), page.n_images
