@@ -52,6 +52,7 @@ struct cmb_case {
     cmb_instance_config main_cfg;
     int main_open;
     cmb_instance *in;
+    cmb_costs_mark last_pass;   /* where a replay's last pass began (costs.h) */
     cmb_verify_counts verified; /* every instance's checks (verify.h) */
     double time_s;
     int time_set;
@@ -182,6 +183,12 @@ cmb_status cmb_alloc_raw(cmb_case *c, size_t size, cmb_stream s, void **ptr)
 cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s)
 {
     return c->m->deallocate(c->in->state, ptr, size, s);
+}
+
+void cmb_case_mark_last_pass(cmb_case *c)
+{
+    if (c->in == &c->main && c->in->have_mt)
+        cmb_costs_mark_take(&c->last_pass, &c->in->mt);
 }
 
 void cmb_case_set_op_timing(cmb_case *c, int on)
@@ -504,6 +511,7 @@ static cmb_status setup_repetition(cmb_case *c)
         return cmb_case_fail(c, st, "%s", err);
     c->main_open = 1;
     c->in = &c->main;
+    c->last_pass.set = 0; /* a mark is this repetition's */
     return CMB_OK;
 }
 
@@ -575,6 +583,7 @@ static void collect_op_metrics(cmb_case *c, double seconds)
     if (seconds > 0 && mt->allocs + mt->frees)
         put_counter(c, "ops_per_s", (double)(mt->allocs + mt->frees) / seconds);
     cmb_costs_put(c, mt, c->spec->alloc.name); /* predicted allocator time: docs/costs.md */
+    cmb_costs_put_since(c, mt, &c->last_pass, c->spec->alloc.name);
 }
 
 static void probe_capacity(cmb_case *c)

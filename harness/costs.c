@@ -428,3 +428,38 @@ void cmb_costs_put(struct cmb_case *c, const cmb_metered *mt, const char *alloca
     cmb_case_counter(c, "predicted_sync_time_s", p.sync_s);
     cmb_case_counter(c, "predicted_ops_time_s", p.ops_s);
 }
+
+/* --- the last pass alone ---------------------------------------------------------------------------- */
+
+void cmb_costs_mark_take(cmb_costs_mark *k, const cmb_metered *mt)
+{
+    memset(k, 0, sizeof *k);
+    if (mt->up_counts)
+        k->up = *mt->up_counts;
+    k->allocs = mt->allocs;
+    k->frees = mt->frees;
+    k->ops_ns = mt->alloc_ns.sum_ns + mt->free_ns.sum_ns;
+    k->requested = mt->requested.total;
+    k->set = 1;
+}
+
+void cmb_costs_put_since(struct cmb_case *c, const cmb_metered *mt, const cmb_costs_mark *k, const char *allocator)
+{
+    const cmb_costs *costs = process_costs(c);
+    if (!k->set || !costs)
+        return;
+    cmb_up_counts up = {0};
+    for (int i = 0; mt->up_counts && i < CMB_UPK_COUNT; i++)
+        for (int b = 0; b < CMB_UP_BUCKETS; b++) {
+            up.calls[i][b] = mt->up_counts->calls[i][b] - k->up.calls[i][b];
+            up.bytes[i][b] = mt->up_counts->bytes[i][b] - k->up.bytes[i][b];
+        }
+    uint64_t allocs = mt->allocs - k->allocs, frees = mt->frees - k->frees;
+    uint64_t ops_ns = mt->alloc_ns.sum_ns + mt->free_ns.sum_ns - k->ops_ns;
+    cmb_cost_input in = {allocator, mt->up_counts ? &up : NULL, allocs, frees,
+                         allocs ? (double)(mt->requested.total - k->requested) / (double)allocs : 0,
+                         (double)ops_ns * 1e-9};
+    cmb_cost_parts p;
+    cmb_costs_predict(costs, &in, &p);
+    cmb_case_counter(c, "predicted_alloc_time_last_pass_s", p.total_s);
+}

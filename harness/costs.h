@@ -88,4 +88,20 @@ struct cmb_case;
  * predicted, and one note, when no cost file is found. */
 void cmb_costs_put(struct cmb_case *c, const cmb_metered *mt, const char *allocator);
 
+/* The counts at a moment of a case (a replay's last pass starts), so the
+ * part after it is priced alone: the warm pass of a policy that the passes
+ * before it grew, as a training loop's steady steps meet it. */
+typedef struct cmb_costs_mark {
+    int set;
+    cmb_up_counts up;
+    uint64_t allocs, frees, ops_ns;
+    int64_t requested;
+} cmb_costs_mark;
+
+void cmb_costs_mark_take(cmb_costs_mark *k, const cmb_metered *mt);
+/* predicted_alloc_time_last_pass_s: what the case did after the mark, priced
+ * as cmb_costs_put prices the whole. */
+void cmb_costs_put_since(struct cmb_case *c, const cmb_metered *mt, const cmb_costs_mark *k,
+                         const char *allocator);
+
 #endif /* CMB_COSTS_H */

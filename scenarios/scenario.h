@@ -137,6 +137,9 @@ cmb_status cmb_free_raw(cmb_case *c, void *ptr, size_t size, cmb_stream s);
  * where two clock reads per operation would be most of the cost; the
  * latency counters are then left out. */
 void cmb_case_set_op_timing(cmb_case *c, int on);
+/* The last of several passes starts now: its allocator time alone is also
+ * predicted (predicted_alloc_time_last_pass_s, docs/costs.md). */
+void cmb_case_mark_last_pass(cmb_case *c);
 /* Size of a live block (0 when unknown). */
 size_t cmb_block_size(const cmb_case *c, void *ptr);
 cmb_status cmb_case_trim(cmb_case *c);

@@ -128,6 +128,19 @@ static void replay_end_to_end(void **state)
     assert_near(ua, a, 0);              /* cuda: one upstream call per request */
     assert_true(pt > 0);
     assert_near(ps, uf * 8e-5, 1e-9);   /* each cudaFree loses the fixture's overlap */
+    /* two passes: cuda's passes are alike, so the last pass alone is half the whole */
+    snprintf(cmd, sizeof cmd,
+             "CMB_COSTS=%s/tests/fixtures/costs/fixture-costs.json \"$CMB_BIN\" --mode sim --scenario replay "
+             "--allocator cuda --param trace=%s/traces/samples/churn_small.trace --param find_min_capacity=false "
+             "--param passes=2 --repetitions 1 --out %s/r2 >/dev/null 2>&1 && python3 -c \"import json,sys; "
+             "d=json.load(open('%s/r2/results.json'));k=[b for b in d['benchmarks'] if b.get('run_type') == "
+             "'iteration'][0];print(k['predicted_alloc_time_s'], k['predicted_alloc_time_last_pass_s'])\"",
+             cmb_test_src(), cmb_test_src(), dir, dir);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    double whole, last;
+    assert_int_equal(sscanf(out, "%lf %lf", &whole, &last), 2);
+    assert_near(whole, 2 * pt, 1e-9 + 1e-9 * pt);
+    assert_near(last, pt, 1e-9 + 1e-9 * pt);
 }
 
 /* --costs FILE does what CMB_COSTS=FILE does, for every case process (a

@@ -149,6 +149,9 @@ KNOWN += [
     _M("predicted_alloc_time_s", "predicted alloc time", "s", "lower",
        "predicted allocator time on the cost file's GPU: upstream calls, lost overlap and operations "
        "(docs/costs.md)."),
+    _M("predicted_alloc_time_last_pass_s", "predicted alloc time, last pass", "s", "lower",
+       "replay with passes > 1: the predicted alloc time of the last pass alone, by the policy the passes "
+       "before it grew (a training loop's steady steps; docs/costs.md)."),
     _M("predicted_upstream_time_s", "predicted upstream time", "s", "lower",
        "the part of predicted alloc time spent in cudaMalloc/cuMem*/event calls (docs/costs.md)."),
     _M("predicted_sync_time_s", "predicted sync time", "s", "lower",
