@@ -312,7 +312,8 @@ static int run(const tune_args *a, cmb_tune_trace *t, const cmb_costs *costs, co
 {
     static cmb_tune_set set;
     static int front[CMB_TUNE_MAX_CANDIDATES];
-    cmb_tune_ctx x = {.t = t, .costs = costs, .passes = a->passes, .ptr = calloc(t->slots ? t->slots : 1, sizeof(void *))};
+    cmb_tune_ctx x = {.t = t, .costs = costs, .passes = a->passes,
+                      .ptr = calloc(t->trace.slots ? t->trace.slots : 1, sizeof(void *))};
     cmb_tune_report r = {0};
     double t0 = now_s();
     if (!x.ptr)

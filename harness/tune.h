@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "../traces/trace.h"
 #include "costs.h"
 
 #define CMB_TUNE_MAX_CANDIDATES 1024
@@ -34,24 +35,12 @@ typedef enum cmb_tune_objective { CMB_TUNE_MEMORY, CMB_TUNE_TIME, CMB_TUNE_BALAN
 
 /* --- the input ------------------------------------------------------------------------------------- */
 
-typedef struct cmb_tune_event {
-    uint8_t op;     /* cmb_trace_op */
-    int8_t stream;  /* index into the streams, -1 = device */
-    uint32_t slot;
-    uint64_t size;
-} cmb_tune_event;
-
 typedef struct cmb_tune_trace {
     char path[512];        /* the trace replayed (a converted snapshot: the temporary file) */
     char input[512];       /* as the user named it                                          */
-    cmb_tune_event *ev;
-    size_t n, cap;
-    uint32_t slots;
-    int streams;
-    uint64_t allocs, frees;
-    uint64_t peak_requested; /* no GPU below this fits any candidate                         */
-    char recorded[256];      /* the recorded setting as a spec ("torch-expandable:...")      */
-    char recorded_from[64];  /* where that came from ("the trace's allocator_settings")       */
+    cmb_trace_loaded trace;  /* the events; no GPU below trace.peak_requested fits any candidate */
+    char recorded[256];      /* the recorded setting as a spec ("torch-expandable:...")        */
+    char recorded_from[64];  /* where that came from ("the trace's allocator_settings")         */
 } cmb_tune_trace;
 
 /* Loads INPUT (converting a snapshot pickle with traces/torch_snapshot_to_trace.py);

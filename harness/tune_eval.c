@@ -70,7 +70,7 @@ static cmb_status inst_free(tune_inst *in, void *p, size_t size, cmb_stream s)
 /* --- the replay -------------------------------------------------------------------------------------- */
 
 /* At the first failure: the policy's free bytes by why the request could not use them. */
-static void account_failure(tune_inst *in, const cmb_tune_event *e, cmb_tune_replay *out)
+static void account_failure(tune_inst *in, const cmb_trace_packed *e, cmb_tune_replay *out)
 {
     const cmb_allocator_methods *m = in->pol.m;
     if (out->have_account || m->abi_version < 3 || !m->free_account)
@@ -83,7 +83,7 @@ static void account_failure(tune_inst *in, const cmb_tune_event *e, cmb_tune_rep
 
 static int free_live(cmb_tune_ctx *x, tune_inst *in, const uint64_t *size)
 {
-    for (uint32_t k = 0; k < x->t->slots; k++) {
+    for (uint32_t k = 0; k < x->t->trace.slots; k++) {
         if (x->ptr[k] && inst_free(in, x->ptr[k], size[k], stream_of(0)) != CMB_OK)
             return -1;
         x->ptr[k] = NULL;
@@ -93,9 +93,9 @@ static int free_live(cmb_tune_ctx *x, tune_inst *in, const uint64_t *size)
 
 static int replay_pass(cmb_tune_ctx *x, tune_inst *in, uint64_t *size, cmb_tune_replay *out)
 {
-    const cmb_tune_trace *t = x->t;
+    const cmb_trace_loaded *t = &x->t->trace;
     for (size_t i = 0; i < t->n; i++) {
-        const cmb_tune_event *e = &t->ev[i];
+        const cmb_trace_packed *e = &t->ev[i];
         if (e->op == CMB_TRACE_ALLOC) {
             cmb_status st = inst_alloc(in, e->size, stream_of(e->stream), &x->ptr[e->slot]);
             if (st == CMB_ERR_OOM) {
@@ -158,7 +158,7 @@ int cmb_tune_replay_at(cmb_tune_ctx *x, const cmb_tune_cand *cand, uint64_t capa
     tune_inst in;
     int rc = -1;
     memset(out, 0, sizeof *out);
-    uint64_t *size = calloc(x->t->slots ? x->t->slots : 1, sizeof *size);
+    uint64_t *size = calloc(x->t->trace.slots ? x->t->trace.slots : 1, sizeof *size);
     if (!size) {
         snprintf(err, errlen, "host out of memory");
         return -1;
@@ -167,7 +167,7 @@ int cmb_tune_replay_at(cmb_tune_ctx *x, const cmb_tune_cand *cand, uint64_t capa
         goto out_free;
     if (priced)
         in.mt.time_ops = 1;
-    memset(x->ptr, 0, (size_t)x->t->slots * sizeof *x->ptr);
+    memset(x->ptr, 0, (size_t)x->t->trace.slots * sizeof *x->ptr);
     for (uint64_t p = 0; p < passes; p++)
         if (replay_pass(x, &in, size, out) || free_live(x, &in, size)) {
             snprintf(err, errlen, "%s: the replay failed (not an out-of-memory)", cand->spec);

@@ -116,7 +116,7 @@ void cmb_tune_fit(cmb_tune_ctx *x, cmb_tune_cand *c, uint64_t bound)
 {
     const uint64_t step = CMB_TUNE_STEP;
     x->memo_n = 0; /* a new candidate */
-    uint64_t req = x->t->peak_requested;
+    uint64_t req = x->t->trace.peak_requested;
     uint64_t lo = req > 0 ? (req - 1) / step * step : 0; /* below peak requested nothing fits */
     uint64_t hi;
     /* the scan above goes past a bound (which says nothing of what lies above it) up to
@@ -161,8 +161,8 @@ void cmb_tune_islands(cmb_tune_ctx *x, cmb_tune_cand *c)
     uint64_t floor = (uint64_t)((double)best / FIT_SCAN);
     if (best > FIT_SPAN && floor < best - FIT_SPAN)
         floor = best - FIT_SPAN;
-    for (uint64_t cap = best - CMB_TUNE_STEP; cap >= floor && cap >= CMB_TUNE_STEP && cap >= x->t->peak_requested;
-         cap -= CMB_TUNE_STEP)
+    uint64_t req = x->t->trace.peak_requested;
+    for (uint64_t cap = best - CMB_TUNE_STEP; cap >= floor && cap >= CMB_TUNE_STEP && cap >= req; cap -= CMB_TUNE_STEP)
         if (fits(x, c, cap) && (!c->island || cap < c->island))
             c->island = cap;
 }

@@ -12,8 +12,6 @@
 
 #include "../traces/trace.h"
 
-#define TUNE_MAX_STREAMS 16
-
 /* --- a snapshot pickle, converted --------------------------------------------------------------------- */
 
 static int is_pickle(const char *path)
@@ -156,65 +154,16 @@ static void recorded_setting(cmb_tune_trace *t, cmb_tune_for fw)
 
 /* --- the events ----------------------------------------------------------------------------------------- */
 
-static int push(cmb_tune_trace *t, const cmb_tune_event *e)
-{
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        cmb_tune_event *grown = realloc(t->ev, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        t->ev = grown;
-        t->cap = cap;
-    }
-    t->ev[t->n++] = *e;
-    return 0;
-}
-
-static int stream_index(cmb_tune_trace *t, int64_t *seen, int64_t stream)
-{
-    if (stream < 0)
-        return -1;
-    for (int i = 0; i < t->streams; i++)
-        if (seen[i] == stream)
-            return i;
-    if (t->streams < TUNE_MAX_STREAMS) {
-        seen[t->streams] = stream;
-        return t->streams++;
-    }
-    return (int)(stream % TUNE_MAX_STREAMS);
-}
-
-/* Reads every event and the peak of live requested bytes. */
+/* Reads every event (traces/trace_load.c, as replay reads them). */
 static int read_events(cmb_tune_trace *t, char *err, size_t errlen)
 {
-    cmb_trace_reader r;
-    cmb_trace_event ev;
-    int64_t seen[TUNE_MAX_STREAMS];
-    uint64_t live = 0;
-    int rc;
-    if (cmb_trace_open(&r, t->path, err, errlen))
+    if (cmb_trace_load(&t->trace, t->path, err, errlen))
         return -1;
-    while ((rc = cmb_trace_next(&r, &ev, err, errlen)) == 1) {
-        cmb_tune_event e = {(uint8_t)ev.op, 0, ev.slot, ev.size};
-        e.stream = (int8_t)(ev.op == CMB_TRACE_SYNC && ev.stream < 0 ? -1 : stream_index(t, seen, ev.stream));
-        live = ev.op == CMB_TRACE_ALLOC ? live + ev.size : ev.op == CMB_TRACE_FREE ? live - ev.size : live;
-        if (live > t->peak_requested)
-            t->peak_requested = live;
-        if (push(t, &e)) {
-            snprintf(err, errlen, "%s: host out of memory", t->path);
-            rc = -1;
-            break;
-        }
-    }
-    t->allocs = r.counts.allocs;
-    t->frees = r.counts.frees;
-    t->slots = r.n_slots;
-    cmb_trace_close(&r);
-    if (rc == 0 && !t->allocs) {
+    if (!t->trace.counts.allocs) {
         snprintf(err, errlen, "%s: no allocations to replay", t->input);
-        rc = -1;
+        return -1;
     }
-    return rc;
+    return 0;
 }
 
 int cmb_tune_load(const char *input, cmb_tune_for fw, cmb_tune_trace *t, char *err, size_t errlen)
@@ -240,7 +189,5 @@ void cmb_tune_trace_free(cmb_tune_trace *t)
 {
     if (strcmp(t->path, t->input))
         unlink(t->path); /* the converted snapshot */
-    free(t->ev);
-    t->ev = NULL;
-    t->n = t->cap = 0;
+    cmb_trace_unload(&t->trace);
 }

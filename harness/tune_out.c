@@ -16,7 +16,7 @@ static double gib(uint64_t b)
 
 static double frag(const cmb_tune_trace *t, const cmb_tune_cand *c)
 {
-    return c->peak_reserved ? 1.0 - (double)t->peak_requested / (double)c->peak_reserved : NAN;
+    return c->peak_reserved ? 1.0 - (double)t->trace.peak_requested / (double)c->peak_reserved : NAN;
 }
 
 static void fmt_time(double s, char *out, size_t len)
@@ -105,8 +105,8 @@ static void print_recommendation(FILE *f, const cmb_tune_report *r)
 void cmb_tune_print(FILE *f, const cmb_tune_report *r)
 {
     const cmb_tune_cand *old = &r->s->c[r->recorded];
-    fprintf(f, "cumembench tune: %s (%zu events, peak requested %.3f GiB)\n", r->t->input, r->t->n,
-            gib(r->t->peak_requested));
+    fprintf(f, "cumembench tune: %s (%zu events, peak requested %.3f GiB)\n", r->t->input, r->t->trace.n,
+            gib(r->t->trace.peak_requested));
     fprintf(f, "recorded setting: %s (from %s): smallest GPU %.3f GiB, peak reserved %.3f GiB\n", old->spec,
             r->t->recorded_from, gib(old->min_capacity), gib(old->peak_reserved));
     fprintf(f, "searched %d candidates in %.1f s (%llu replays)\n", r->s->n, r->seconds,
@@ -177,7 +177,7 @@ int cmb_tune_print_json(FILE *f, const cmb_tune_report *r)
     for (int j = 0; j < r->n_front; j++)
         json_array_append_new(front, cand_json(r, &r->s->c[r->front[j]]));
     json_t *doc = json_pack("{s:s, s:I, s:I, s:s, s:o, s:o, s:I, s:I, s:f, s:s}", "input", r->t->input, "events",
-                            (json_int_t)r->t->n, "peak_requested_bytes", (json_int_t)r->t->peak_requested,
+                            (json_int_t)r->t->trace.n, "peak_requested_bytes", (json_int_t)r->t->trace.peak_requested,
                             "recorded_from", r->t->recorded_from, "recorded", cand_json(r, &r->s->c[r->recorded]),
                             "front", front, "candidates", (json_int_t)r->s->n, "replays", (json_int_t)r->trials,
                             "seconds", r->seconds, "objective",

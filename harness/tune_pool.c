@@ -47,7 +47,7 @@ static void *worker(void *arg)
     tune_pool *p = arg;
     cmb_tune_ctx x = *p->x;
     x.trials = 0;
-    x.ptr = calloc(x.t->slots ? x.t->slots : 1, sizeof(void *));
+    x.ptr = calloc(x.t->trace.slots ? x.t->trace.slots : 1, sizeof(void *));
     for (;;) {
         pthread_mutex_lock(&p->mu);
         int i = x.ptr ? p->next++ : p->n;

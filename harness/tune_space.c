@@ -107,9 +107,9 @@ static int add_knobs(cmb_tune_set *s, const tknobs *k, int stage)
 static int msz_useful(int mb, const cmb_tune_trace *t)
 {
     uint64_t largest = 0;
-    for (size_t i = 0; i < t->n; i++)
-        if (t->ev[i].op == 0 && t->ev[i].size > largest)
-            largest = t->ev[i].size;
+    for (size_t i = 0; i < t->trace.n; i++)
+        if (t->trace.ev[i].op == CMB_TRACE_ALLOC && t->trace.ev[i].size > largest)
+            largest = t->trace.ev[i].size;
     return (uint64_t)mb << 20 <= largest * 2 + ((uint64_t)20 << 20);
 }
 
@@ -144,7 +144,7 @@ static void pool_sizes(cmb_tune_set *s, const cmb_tune_trace *t, const char *suf
     snprintf(spec, sizeof spec, "rmm-pool:initial_pool_size=0%s", suffix);
     cmb_tune_add(s, spec, pluggable, 1);
     for (int i = 0; i < N_OF(share); i++) {
-        uint64_t mib = (uint64_t)((double)t->peak_requested * share[i] / (1 << 20)) + 1;
+        uint64_t mib = (uint64_t)((double)t->trace.peak_requested * share[i] / (1 << 20)) + 1;
         snprintf(spec, sizeof spec, "rmm-pool:initial_pool_size=%lluMiB%s", (unsigned long long)mib, suffix);
         cmb_tune_add(s, spec, pluggable, 1);
         snprintf(spec, sizeof spec, "rmm-pool:initial_pool_size=%lluMiB:maximum_pool_size=%lluMiB%s",

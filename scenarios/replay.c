@@ -30,90 +30,27 @@
 #include "scenario.h"
 #include "scn_util.h"
 
-#define MAX_STREAMS 16
+#define MAX_STREAMS CMB_TRACE_MAX_STREAMS
 
 /* --- the trace in memory ------------------------------------------------------------ */
 
-typedef struct packed_event {
-    uint8_t op;     /* cmb_trace_op */
-    int8_t stream;  /* index into the case's streams, -1 = device */
-    uint32_t slot;
-    uint64_t size;
-} packed_event;
-
-typedef struct loaded_trace {
-    char path[512];
-    packed_event *ev;
-    size_t n, cap;
-    uint32_t slots;
-    int streams;
-    int folded_streams;      /* more distinct streams than MAX_STREAMS */
-    cmb_trace_counts counts;
-} loaded_trace;
+/* Loaded whole by traces/trace_load.c, as tune loads it. */
+typedef cmb_trace_packed packed_event;
+typedef cmb_trace_loaded loaded_trace;
 
 /* One trace stays loaded across the repetitions of a case. */
 static loaded_trace cache;
-
-static int push_event(loaded_trace *t, const packed_event *e)
-{
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        packed_event *grown = realloc(t->ev, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        t->ev = grown;
-        t->cap = cap;
-    }
-    t->ev[t->n++] = *e;
-    return 0;
-}
-
-static int stream_index(loaded_trace *t, int64_t *seen, int64_t stream)
-{
-    if (stream < 0)
-        return -1;
-    for (int i = 0; i < t->streams; i++)
-        if (seen[i] == stream)
-            return i;
-    if (t->streams < MAX_STREAMS) {
-        seen[t->streams] = stream;
-        return t->streams++;
-    }
-    t->folded_streams = 1;
-    return (int)(stream % MAX_STREAMS);
-}
+static char cache_path[512];
 
 static cmb_status load_trace(cmb_case *c, const char *path)
 {
-    cmb_trace_reader r;
-    cmb_trace_event ev;
     char err[640];
-    int64_t seen[MAX_STREAMS];
-    int rc;
-    if (cache.ev && !strcmp(cache.path, path))
+    if (cache.ev && !strcmp(cache_path, path))
         return CMB_OK;
-    free(cache.ev);
-    memset(&cache, 0, sizeof cache);
-    if (cmb_trace_open(&r, path, err, sizeof err))
+    cmb_trace_unload(&cache);
+    if (cmb_trace_load(&cache, path, err, sizeof err))
         return cmb_case_fail(c, CMB_ERR_PARSE, "%s", err);
-    while ((rc = cmb_trace_next(&r, &ev, err, sizeof err)) == 1) {
-        packed_event p = {(uint8_t)ev.op, 0, ev.slot, ev.size};
-        p.stream = (int8_t)(ev.op == CMB_TRACE_SYNC && ev.stream < 0 ? -1 : stream_index(&cache, seen, ev.stream));
-        if (push_event(&cache, &p)) {
-            rc = -1;
-            snprintf(err, sizeof err, "%s: host out of memory", path);
-            break;
-        }
-    }
-    cache.counts = r.counts;
-    cache.slots = r.n_slots;
-    cmb_trace_close(&r);
-    if (rc < 0) {
-        free(cache.ev);
-        memset(&cache, 0, sizeof cache);
-        return cmb_case_fail(c, CMB_ERR_PARSE, "%s", err);
-    }
-    snprintf(cache.path, sizeof cache.path, "%s", path);
+    snprintf(cache_path, sizeof cache_path, "%s", path);
     return CMB_OK;
 }
 

@@ -1,7 +1,8 @@
 /* test_traces.c - the trace readers on good and malformed input (every
  * error names the file and line), the writer, record -> replay round
- * trips, the PyTorch snapshot converter, and the replay of all three
- * formats under every policy that runs in sim mode. */
+ * trips, the PyTorch snapshot converter, the loader replay and tune
+ * share, and the replay of all three formats under every policy that runs
+ * in sim mode. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +286,73 @@ static void reader_memory_bounded(void **state)
         fail_msg("%s", err);
 }
 
+/* A trace on 20 streams, past the loader's first array: stream 0 holds
+ * one large block throughout; then 2,600 blocks of 100 + i bytes, each
+ * freed at once, on streams 100..119 in turn; then a device sync. */
+static void write_many_streams(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("# cumembench-trace 1\na 0 1000000 0 -\n", f);
+    for (int i = 0; i < 2600; i++)
+        fprintf(f, "a 1 %d %d -\nf 1 - %d -\n", 100 + i, 100 + i % 20, 100 + i % 20);
+    fputs("s - - -1 -\nf 0 - 0 -\n", f);
+    fclose(f);
+}
+
+/* cmb_trace_load (replay's and tune's one loader): every event packed in
+ * order, streams numbered by first use and folded past
+ * CMB_TRACE_MAX_STREAMS, the peak of live requested bytes, the counts;
+ * a malformed trace leaves nothing held. */
+static void loader_packs_and_folds(void **state)
+{
+    (void)state;
+    char path[512], err[512];
+    cmb_trace_loaded t;
+    snprintf(path, sizeof path, "%s/streams.trace", cmb_test_tmpdir());
+    write_many_streams(path);
+    assert_int_equal(cmb_trace_load(&t, path, err, sizeof err), 0);
+    assert_int_equal(t.n, 2 * 2600 + 3);
+    assert_int_equal(t.streams, CMB_TRACE_MAX_STREAMS);
+    assert_int_equal(t.folded_streams, 1);
+    assert_int_equal(t.peak_requested, 1000000 + 100 + 2599);
+    assert_int_equal(t.counts.allocs, 2601);
+    assert_int_equal(t.counts.frees, 2601);
+    assert_int_equal(t.slots, 2);
+    assert_int_equal(t.ev[0].op, CMB_TRACE_ALLOC);
+    assert_int_equal(t.ev[0].stream, 0);
+    assert_int_equal(t.ev[0].size, 1000000);
+    for (int i = 0; i < 2600; i++) {
+        const cmb_trace_packed *a = &t.ev[1 + 2 * i], *fr = &t.ev[2 + 2 * i];
+        int k = i % 20, want = k < CMB_TRACE_MAX_STREAMS - 1 ? 1 + k : (100 + k) % CMB_TRACE_MAX_STREAMS;
+        assert_int_equal(a->op, CMB_TRACE_ALLOC);
+        assert_int_equal(a->size, 100 + i);
+        assert_int_equal(fr->op, CMB_TRACE_FREE);
+        assert_int_equal(fr->slot, a->slot);
+        assert_int_equal(a->stream, want);
+        assert_int_equal(fr->stream, want);
+    }
+    assert_int_equal(t.ev[t.n - 2].op, CMB_TRACE_SYNC);
+    assert_int_equal(t.ev[t.n - 2].stream, -1);
+    cmb_trace_unload(&t);
+    assert_null(t.ev);
+    snprintf(path, sizeof path, "%s/few.trace", cmb_test_tmpdir());
+    write_file(path, "# cumembench-trace 1\na 1 100 7 -\na 2 50 3 -\nf 1 - 3 -\ns - - 7 -\nf 2 - 7 -\n");
+    assert_int_equal(cmb_trace_load(&t, path, err, sizeof err), 0);
+    assert_int_equal(t.streams, 2);
+    assert_int_equal(t.folded_streams, 0);
+    assert_int_equal(t.peak_requested, 150);
+    assert_int_equal(t.ev[2].stream, 1);
+    assert_int_equal(t.ev[3].stream, 0);
+    cmb_trace_unload(&t);
+    write_file(path, "# cumembench-trace 1\na 1 100 0 -\nf 2 - 0 -\n");
+    assert_int_equal(cmb_trace_load(&t, path, err, sizeof err), -1);
+    if (!strstr(err, "few.trace:3:"))
+        fail_msg("%s", err);
+    assert_null(t.ev);
+    assert_int_equal(t.n, 0);
+}
+
 /* Every format replays under every allocator that runs in sim mode. */
 static void all_formats_all_policies(void **state)
 {
@@ -316,6 +384,7 @@ int main(void)
         cmocka_unit_test(rmm_csv),            cmocka_unit_test(writer_round_trip),
         cmocka_unit_test(record_then_replay), cmocka_unit_test(torch_converter),
         cmocka_unit_test(all_formats_all_policies), cmocka_unit_test(reader_memory_bounded),
+        cmocka_unit_test(loader_packs_and_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,6 +58,35 @@ int cmb_trace_open(cmb_trace_reader *r, const char *path, char *err, size_t errl
 int cmb_trace_next(cmb_trace_reader *r, cmb_trace_event *ev, char *err, size_t errlen);
 void cmb_trace_close(cmb_trace_reader *r);
 
+/* --- a whole trace in memory (traces/trace_load.c) ------------------------------- */
+
+/* A replay keeps this many streams; the others fold onto them
+ * (stream % CMB_TRACE_MAX_STREAMS) and share their handles. */
+#define CMB_TRACE_MAX_STREAMS 16
+
+/* One event, packed: 16 bytes, so large traces stay in memory. */
+typedef struct cmb_trace_packed {
+    uint8_t op;     /* cmb_trace_op */
+    int8_t stream;  /* stream index in order of first use, -1 = device */
+    uint32_t slot;
+    uint64_t size;
+} cmb_trace_packed;
+
+typedef struct cmb_trace_loaded {
+    cmb_trace_packed *ev;
+    size_t n, cap;
+    uint32_t slots;           /* slots the events use (the reader's n_slots)         */
+    int streams;              /* distinct streams kept, at most CMB_TRACE_MAX_STREAMS */
+    int folded_streams;       /* more were recorded: the extra ones share handles   */
+    uint64_t peak_requested;  /* the most requested bytes live at once             */
+    cmb_trace_counts counts;
+} cmb_trace_loaded;
+
+/* Reads every event of PATH (either format); 0, or -1 with "FILE:LINE: reason"
+ * in err and nothing held. */
+int cmb_trace_load(cmb_trace_loaded *t, const char *path, char *err, size_t errlen);
+void cmb_trace_unload(cmb_trace_loaded *t);
+
 /* --- writing (the suite's format) -------------------------------------------- */
 
 typedef struct cmb_trace_writer {

@@ -11,55 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allocators/cmb_allocator.h"
+#include "test_plugin.h"
 
 typedef struct state {
-    cmb_upstream *up;
-    char mode[16];
-    unsigned long at, n;
+    tp_base b;
     void *last; /* the latest block from the upstream, while live */
     size_t last_size; /* its size at the upstream */
     unsigned long extra_refs; /* times `last` was handed out again */
-    cmb_alloc_stats st;
 } state;
 
 static cmb_status create(const cmb_config *cfg, cmb_upstream *up, void **out)
 {
-    state *s = calloc(1, sizeof *s);
-    if (!s)
-        return CMB_ERR_HOST_NOMEM;
-    s->up = up;
-    strcpy(s->mode, "ok");
-    s->at = 5;
-    for (size_t i = 0; i < cfg->n_options; i++) {
-        if (!strcmp(cfg->options[i].key, "mode"))
-            strncpy(s->mode, cfg->options[i].value, sizeof s->mode - 1);
-        else if (!strcmp(cfg->options[i].key, "at"))
-            s->at = strtoul(cfg->options[i].value, NULL, 10);
-        else {
-            free(s);
-            return CMB_ERR_INVALID;
-        }
-    }
-    *out = s;
-    return CMB_OK;
-}
-
-static int due(const state *s, const char *mode)
-{
-    return !strcmp(s->mode, mode) && s->n >= s->at;
+    return tp_create(cfg, up, sizeof(state), 5, NULL, out);
 }
 
 static cmb_status allocate(void *p, size_t size, cmb_stream stream, void **ptr)
 {
     state *s = p;
-    s->n++;
-    if (due(s, "duplicate") && s->last) {
+    s->b.n++;
+    if (tp_due(&s->b, "duplicate") && s->last) {
         *ptr = s->last;
         s->extra_refs++;
     } else {
-        size_t extra = due(s, "misalign") ? 256 : 0;
-        cmb_status st = cmb_up_alloc(s->up, size + extra, stream, ptr);
+        size_t extra = tp_due(&s->b, "misalign") ? 256 : 0;
+        cmb_status st = cmb_up_alloc(s->b.up, size + extra, stream, ptr);
         if (st != CMB_OK)
             return st;
         s->last = *ptr;
@@ -68,8 +43,7 @@ static cmb_status allocate(void *p, size_t size, cmb_stream stream, void **ptr)
         if (extra)
             *ptr = (char *)*ptr + 16;
     }
-    cmb_stat_increase(&s->st.requested, (int64_t)size);
-    cmb_stat_increase(&s->st.blocks, 1);
+    tp_count_alloc(&s->b, size);
     return CMB_OK;
 }
 
@@ -84,49 +58,25 @@ static cmb_status deallocate(void *p, void *ptr, size_t size, cmb_stream stream)
     state *s = p;
     void *block = upstream_block(ptr);
     size_t extra = block != ptr ? 256 : 0;
-    cmb_stat_decrease(&s->st.requested, (int64_t)size);
-    cmb_stat_decrease(&s->st.blocks, 1);
+    tp_count_free(&s->b, size);
     if (block != s->last)
-        return cmb_up_free(s->up, block, size + extra, stream);
+        return cmb_up_free(s->b.up, block, size + extra, stream);
     if (s->extra_refs) {
         s->extra_refs--; /* a duplicate: the block is still live for its other owner */
         return CMB_OK;
     }
     s->last = NULL;
-    return cmb_up_free(s->up, block, s->last_size, stream);
+    return cmb_up_free(s->b.up, block, s->last_size, stream);
 }
 
 static cmb_status stats(void *p, cmb_alloc_stats *out)
 {
-    state *s = p;
-    if (due(s, "badstats")) {
+    if (tp_due(p, "badstats")) {
         memset(out, 0xff, sizeof *out);
         return CMB_OK;
     }
-    *out = s->st;
-    out->valid = CMB_STAT_REQUESTED | CMB_STAT_BLOCKS;
-    return CMB_OK;
+    return tp_stats(p, out);
 }
 
-static cmb_status destroy(void *p)
-{
-    free(p);
-    return CMB_OK;
-}
-
-static const cmb_allocator_methods methods = {
-    .abi_version = CMB_ALLOCATOR_ABI_VERSION,
-    .name = "hostile",
-    .summary = "test plug-in that breaks the allocator contract on purpose",
-    .flags = CMB_ALLOC_USES_UPSTREAM,
-    .create = create,
-    .allocate = allocate,
-    .deallocate = deallocate,
-    .stats = stats,
-    .destroy = destroy,
-};
-
-const cmb_allocator_methods *cmb_plugin_allocator(uint32_t abi_version)
-{
-    return abi_version == CMB_ALLOCATOR_ABI_VERSION ? &methods : NULL;
-}
+TP_PLUGIN(CMB_ALLOCATOR_ABI_VERSION, "hostile", "test plug-in that breaks the allocator contract on purpose", stats,
+          NULL)

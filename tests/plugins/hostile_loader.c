@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "allocators/cmb_allocator.h"
+#include "test_plugin.h"
 
 /* An address the compiler cannot prove is NULL (a plain NULL store is
  * undefined behaviour it may drop). */
@@ -49,56 +49,33 @@ __attribute__((constructor)) static void on_load(void)
 #endif
 }
 
-typedef struct state {
-    cmb_upstream *up;
-    cmb_alloc_stats st;
-} state;
+/* tag=: a declared option, taken and unused */
+static int tag_option(void *s, const cmb_option *o)
+{
+    (void)s;
+    return strcmp(o->key, "tag") ? -1 : 0;
+}
 
 static cmb_status create(const cmb_config *cfg, cmb_upstream *up, void **out)
 {
-    (void)cfg;
 #ifdef HOSTILE_CREATE_SEGV
     *(volatile int *)nowhere = (int)cfg->n_options;
 #endif
-    state *s = calloc(1, sizeof *s);
-    if (!s)
-        return CMB_ERR_HOST_NOMEM;
-    s->up = up;
-    *out = s;
-    return CMB_OK;
+    return tp_create(cfg, up, sizeof(tp_base), 0, tag_option, out);
 }
 
 static cmb_status allocate(void *p, size_t size, cmb_stream stream, void **ptr)
 {
-    state *s = p;
-    cmb_status st = cmb_up_alloc(s->up, size, stream, ptr);
-    if (st == CMB_OK) {
-        cmb_stat_increase(&s->st.requested, (int64_t)size);
-        cmb_stat_increase(&s->st.blocks, 1);
-    }
+    cmb_status st = cmb_up_alloc(((tp_base *)p)->up, size, stream, ptr);
+    if (st == CMB_OK)
+        tp_count_alloc(p, size);
     return st;
 }
 
 static cmb_status deallocate(void *p, void *ptr, size_t size, cmb_stream stream)
 {
-    state *s = p;
-    cmb_stat_decrease(&s->st.requested, (int64_t)size);
-    cmb_stat_decrease(&s->st.blocks, 1);
-    return cmb_up_free(s->up, ptr, size, stream);
-}
-
-static cmb_status stats(void *p, cmb_alloc_stats *out)
-{
-    state *s = p;
-    *out = s->st;
-    out->valid = CMB_STAT_REQUESTED | CMB_STAT_BLOCKS;
-    return CMB_OK;
-}
-
-static cmb_status destroy(void *p)
-{
-    free(p);
-    return CMB_OK;
+    tp_count_free(p, size);
+    return cmb_up_free(((tp_base *)p)->up, ptr, size, stream);
 }
 
 static const cmb_option_decl options[] = {
@@ -112,20 +89,4 @@ static const cmb_option_decl options[] = {
 #define BUILT_FOR CMB_ALLOCATOR_ABI_VERSION
 #endif
 
-static const cmb_allocator_methods methods = {
-    .abi_version = BUILT_FOR,
-    .name = "hostile-loader",
-    .summary = "test plug-in that misbehaves while it is loaded",
-    .flags = CMB_ALLOC_USES_UPSTREAM,
-    .create = create,
-    .allocate = allocate,
-    .deallocate = deallocate,
-    .stats = stats,
-    .destroy = destroy,
-    .options = options,
-};
-
-const cmb_allocator_methods *cmb_plugin_allocator(uint32_t abi_version)
-{
-    return abi_version == BUILT_FOR ? &methods : NULL;
-}
+TP_PLUGIN(BUILT_FOR, "hostile-loader", "test plug-in that misbehaves while it is loaded", tp_stats, options)
