@@ -62,6 +62,14 @@ typedef struct cmb_timeline_point {
  * stays linear: its moment at the peak may then lie before the peak. */
 #define CMB_TIMELINE_MOMENTS 512
 #define CMB_TIMELINE_MOMENT_BLOCKS 128
+/* The file of a case stays under CMB_TIMELINE_SEGMENTS_FILE_MAX per 512
+ * timeline points (--timeline-points asks for detail), at most
+ * CMB_TIMELINE_SEGMENTS_FILE_CAP: every k-th sampled moment is written (the
+ * peak and the end always), k the smallest power of two that fits. A
+ * sweep of hundreds of cases over many segments would otherwise write
+ * gigabytes at the default 512 points. */
+#define CMB_TIMELINE_SEGMENTS_FILE_MAX ((size_t)1 << 20)
+#define CMB_TIMELINE_SEGMENTS_FILE_CAP ((size_t)64 << 20)
 
 typedef struct cmb_timeline_segment {
     uint64_t start, size;
@@ -86,6 +94,7 @@ typedef struct cmb_timeline_moment {
 typedef struct cmb_timeline_moments {
     cmb_timeline_moment *at;
     size_t n, max;
+    size_t file_max; /* bytes of the .segments file (see CMB_TIMELINE_SEGMENTS_FILE_MAX) */
     uint64_t every;
     cmb_timeline_moment peak, end;
     uint64_t peak_cost;

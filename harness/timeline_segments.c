@@ -27,6 +27,11 @@ void cmb_timeline_moments_init(cmb_timeline_moments *mo, size_t max_points)
     memset(mo, 0, sizeof *mo);
     mo->max = max_points < CMB_TIMELINE_MOMENTS ? max_points : CMB_TIMELINE_MOMENTS;
     mo->max &= ~(size_t)1; /* halving keeps the step exact */
+    mo->file_max = CMB_TIMELINE_SEGMENTS_FILE_MAX;
+    if (max_points / 512 > 1)
+        mo->file_max = max_points / 512 >= CMB_TIMELINE_SEGMENTS_FILE_CAP / CMB_TIMELINE_SEGMENTS_FILE_MAX
+                           ? CMB_TIMELINE_SEGMENTS_FILE_CAP
+                           : CMB_TIMELINE_SEGMENTS_FILE_MAX * (max_points / 512);
     mo->every = 1;
 }
 
@@ -273,6 +278,25 @@ static int by_moment_op(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The bytes write_moment writes of m (so the file's bound holds before writing). */
+static size_t moment_bytes(const cmb_timeline_moment *m, const char *kind)
+{
+    size_t n = (size_t)snprintf(NULL, 0, "m %llu %s %lld %lld %llu %llu %zu %zu\n", (unsigned long long)m->op, kind,
+                                (long long)m->requested, (long long)m->reserved, (unsigned long long)m->blocks,
+                                (unsigned long long)m->outside, m->n_seg, m->n_kept);
+    for (size_t i = 0; i < m->n_seg; i++) {
+        const cmb_timeline_segment *g = &m->seg[i];
+        n += (size_t)snprintf(NULL, 0, "s %llu %llu %llu %llu %llu %llu\n", (unsigned long long)g->start,
+                              (unsigned long long)g->size, (unsigned long long)g->reserved_at,
+                              (unsigned long long)g->blocks, (unsigned long long)g->covered,
+                              (unsigned long long)g->largest_free);
+    }
+    for (size_t i = 0; i < m->n_kept; i++)
+        n += (size_t)snprintf(NULL, 0, "b %u %llu %llu\n", m->kept[i].seg, (unsigned long long)m->kept[i].offset,
+                              (unsigned long long)m->kept[i].size);
+    return n;
+}
+
 static void write_moment(FILE *f, const cmb_timeline_moment *m, const char *kind)
 {
     fprintf(f, "m %llu %s %lld %lld %llu %llu %zu %zu\n", (unsigned long long)m->op, kind, (long long)m->requested,
@@ -289,21 +313,82 @@ static void write_moment(FILE *f, const cmb_timeline_moment *m, const char *kind
                 (unsigned long long)m->kept[i].size);
 }
 
-static void write_all(FILE *f, const cmb_timeline_moments *mo, const cmb_timeline_moment **all, size_t n,
-                      uint64_t peak_op)
+/* --- which moments are written ---------------------------------------------------------------- */
+
+typedef struct written_moment {
+    const cmb_timeline_moment *m;
+    const char *kind;
+    size_t bytes;
+    int sample; /* 1: a sampled moment alone (may be left out); 0: the peak or the end */
+} written_moment;
+
+/* all[0..n) by operation into w: one entry per operation (the peak or the
+ * end at a sampled moment is that moment); their count. The moments at
+ * the peak and the end are always written. */
+static size_t one_per_op(const cmb_timeline_moments *mo, const cmb_timeline_moment **all, size_t n,
+                         uint64_t peak_op, written_moment *w)
 {
+    size_t nw = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        int end = 0, peak_moment = 0; /* the peak's moment may lie before the peak (see timeline.h) */
+        for (j = i; j < n && all[j]->op == all[i]->op; j++) {
+            end |= all[j] == &mo->end;
+            peak_moment |= all[j] == &mo->peak;
+        }
+        int peak = all[i]->op == peak_op;
+        w[nw].m = all[i];
+        w[nw].kind = peak ? "peak_reserved" : end ? "end" : "sample";
+        w[nw].sample = !peak && !end && !peak_moment;
+        w[nw].bytes = moment_bytes(all[i], w[nw].kind);
+        nw++;
+    }
+    return nw;
+}
+
+/* Whether w is written at step k (0: the peak and the end alone): a sample
+ * at a multiple of k steps, as thin_moments keeps them. */
+static int written_at(const cmb_timeline_moments *mo, const written_moment *w, uint64_t k)
+{
+    return !w->sample || (k && w->m->op % (mo->every * k) == 0);
+}
+
+/* The smallest power of two k such that the samples at every k-th step,
+ * with the peak and the end, fit mo->file_max; 0 when
+ * the peak and the end alone do not (then they are written alone). */
+static uint64_t sample_stride(const cmb_timeline_moments *mo, const written_moment *w, size_t nw)
+{
+    uint64_t last = nw ? w[nw - 1].m->op : 0;
+    for (uint64_t k = 1; mo->every * k <= 2 * last + 1; k *= 2) {
+        size_t bytes = 0;
+        for (size_t i = 0; i < nw; i++)
+            if (written_at(mo, &w[i], k))
+                bytes += w[i].bytes;
+        if (bytes <= mo->file_max)
+            return k;
+    }
+    return 0;
+}
+
+static void write_all(FILE *f, const cmb_timeline_moments *mo, const written_moment *w, size_t nw)
+{
+    uint64_t k = sample_stride(mo, w, nw);
+    size_t samples = 0, written = 0;
+    for (size_t i = 0; i < nw; i++) {
+        samples += w[i].sample;
+        written += w[i].sample && written_at(mo, &w[i], k);
+    }
     fprintf(f, "# moments: %zu, every %llu ops (at most %zu), plus the reserved peak and the end; the largest %d "
-               "live blocks of each placed\n", mo->n, (unsigned long long)mo->every, mo->max,
+               "live blocks of each placed\n", written, (unsigned long long)(mo->every * (k ? k : 1)), mo->max,
             CMB_TIMELINE_MOMENT_BLOCKS);
+    if (written < samples)
+        fprintf(f, "# %zu of %zu moments taken written: the file of a case stays under %zu KiB\n", written, samples,
+                mo->file_max >> 10);
     fputs("# m op kind requested_bytes reserved_bytes blocks blocks_outside segments blocks_kept\n"
           "# s start size reservation blocks covered_bytes largest_free_bytes\n"
           "# b segment offset size\n", f);
-    for (size_t i = 0, j; i < n; i = j) { /* the peak or the end at a sampled moment: one moment */
-        int end = 0;
-        for (j = i; j < n && all[j]->op == all[i]->op; j++)
-            end |= all[j] == &mo->end;
-        write_moment(f, all[i], all[i]->op == peak_op ? "peak_reserved" : end ? "end" : "sample");
-    }
+    for (size_t i = 0; i < nw; i++)
+        if (written_at(mo, &w[i], k))
+            write_moment(f, w[i].m, w[i].kind);
 }
 
 int cmb_timeline_moments_write(const cmb_timeline_moments *mo, const char *path, const char *case_name,
@@ -312,8 +397,11 @@ int cmb_timeline_moments_write(const cmb_timeline_moments *mo, const char *path,
     char tmp[1040];
     size_t n = 0;
     const cmb_timeline_moment **all = malloc((mo->n + 2) * sizeof *all);
-    if (!all) {
+    written_moment *w = malloc((mo->n + 2) * sizeof *w);
+    if (!all || !w) {
         snprintf(err, errlen, "host out of memory");
+        free(all);
+        free(w);
         return -1;
     }
     if (mo->have_peak)
@@ -329,12 +417,14 @@ int cmb_timeline_moments_write(const cmb_timeline_moments *mo, const char *path,
     if (!f) {
         snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
         free(all);
+        free(w);
         return -1;
     }
     fprintf(f, "# cumembench segments\n# case: %s\n%s", case_name,
             mo->failed ? "# moments stopped early: host out of memory\n" : "");
-    write_all(f, mo, all, n, peak_op);
+    write_all(f, mo, w, one_per_op(mo, all, n, peak_op, w));
     free(all);
+    free(w);
     if (ferror(f) | fclose(f)) {
         snprintf(err, errlen, "cannot write %s", tmp);
         unlink(tmp);

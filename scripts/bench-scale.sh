@@ -135,7 +135,7 @@ row "replay $n_big events on 11.5 GiB (does not fit: $fails failed), time_s medi
 
 echo "bench-scale: the report of a 10-million-event replay" >&2
 replay report10m "$scratch/10m.trace" torch-caching --repetitions 1 --timeline on --timeline-points 131072
-row "replay $n_big events with the timeline (131072 points) and its segments (512 moments); process wall" "$n_big" \
+row "replay $n_big events with the timeline (131072 points) and its segments (up to 512 moments); process wall" "$n_big" \
     "$secs ($cpu)" "$rss_mib" ""
 tl_bytes=$(du -cb "$out/runs/report10m"/timelines/*.csv 2>/dev/null | tail -1 | cut -f1)
 seg_bytes=$(du -cb "$out/runs/report10m"/timelines/*.segments 2>/dev/null | tail -1 | cut -f1)

@@ -11,9 +11,11 @@ before any case runs, and never kill or hang the parent; SIGINT and SIGTERM
 still end a parent waiting on a blocked probe. A good plug-in whose
 constructor records the process that loaded it runs end to end, and the
 parent's pid is never among those processes."""
+import atexit
 import os
 import signal
 import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -21,7 +23,10 @@ import unittest
 
 BIN = os.environ.get("CMB_BIN", "build/cumembench")
 SRC = os.environ.get("CMB_SRC") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TMP = os.environ.get("CMB_TEST_TMP") or tempfile.mkdtemp()
+TMP = os.environ.get("CMB_TEST_TMP")
+if not TMP:  # run by hand: a directory of its own, removed at exit
+    TMP = tempfile.mkdtemp(prefix="cmb-test-")
+    atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 SAMPLE = os.environ.get("CMB_SAMPLE_PLUGIN")
 V1 = os.environ.get("CMB_ABI_V1_PLUGIN")
 TIMEOUT = 2  # CMB_PLUGIN_PROBE_TIMEOUT for these tests (the default is 10 s)

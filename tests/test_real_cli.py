@@ -5,6 +5,7 @@ of a real allocator exits 2 before anything runs; a missing or unloadable
 plug-in and sim mode skip the allocator's cases with a reason while the
 other cases run; scripts/gpu-real-vs-emulated.sh runs through in sim mode;
 scripts/real_vs_emulated.py computes its table from known numbers."""
+import atexit
 import csv
 import os
 import shutil
@@ -15,7 +16,10 @@ import unittest
 
 BIN = os.environ.get("CMB_BIN", "build/cumembench")
 SRC = os.environ.get("CMB_SRC") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TMP = os.environ.get("CMB_TEST_TMP") or tempfile.mkdtemp()
+TMP = os.environ.get("CMB_TEST_TMP")
+if not TMP:  # run by hand: a directory of its own, removed at exit
+    TMP = tempfile.mkdtemp(prefix="cmb-test-")
+    atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 RMM_BUILT = os.environ.get("CMB_REAL_RMM_BUILT") == "ON"
 REALS = ["torch-caching", "torch-expandable", "rmm-pool", "arena", "binning", "cuda-async-retain", "cupy"]
 RMM = ["rmm-pool", "arena", "binning", "cuda-async-retain"]

@@ -88,9 +88,9 @@ PY
 # listed, their bytes the timeline's requested bytes there (exact)
 blocks=$(attr blocks) blocks_op=$(attr blocks-op) exact=$(attr blocks-exact) shown=$(attr blocks-shown)
 [ -n "$blocks" ] && [ "$blocks" != - ] || fail "the click shows no blocks: $div"
-"$py" - "$tmp/big.trace" "$blocks_op" "$blocks" "$exact" "$shown" "$picked" "$first" "$last" <<'PY' || exit 1
+"$py" - "$tmp/big.trace" "${csv%.csv}.segments" "$blocks_op" "$blocks" "$exact" "$shown" "$picked" <<'PY' || exit 1
 import sys
-trace, op_at, n, exact, shown, picked, first, last = sys.argv[1], *map(int, sys.argv[2:])
+trace, segfile, (op_at, n, exact, shown, picked) = sys.argv[1], sys.argv[2], map(int, sys.argv[3:])
 def fail(m):
     print("FAIL:", m, file=sys.stderr)
     sys.exit(1)
@@ -111,8 +111,10 @@ if exact != 1:
     fail("the blocks at the moment do not add up to the timeline's requested bytes")
 if shown != min(n, 48):
     fail(f"{shown} blocks listed of {n}")
-if abs(op_at - picked) > (last - first) // 1000 + 1:
-    fail(f"the blocks are those of op {op_at}, far from the moment clicked ({picked})")
+moments = [int(l.split()[1]) for l in open(segfile) if l.startswith("m ")]
+nearest = min(moments, key=lambda m: abs(m - picked))
+if abs(op_at - picked) != abs(nearest - picked):
+    fail(f"the blocks are those of op {op_at}; the moment recorded nearest to the one clicked ({picked}) is {nearest}")
 print(f"click: {n} blocks live at op {op_at} (clicked {picked})")
 PY
 grep -q 'blocks live at op' "$tmp/dom.html" || fail "the moment read lists no blocks"

@@ -106,7 +106,7 @@ static void a_killed_run_resumes(void **state)
     for (int k = 0; k < 3; k++) {
         snprintf(dir, sizeof dir, "%s/k", cmb_test_tmpdir());
         sh("'%s' --mode sim --quiet --scenario churn --allocator all --param n=30000 "
-           "--param max_size=1MiB,4MiB,16MiB,64MiB --param dist=uniform,bimodal,loguniform --repetitions 1 "
+           "--param max_size=1MiB,4MiB,16MiB,64MiB --param dist=uniform,bimodal,loguniform --repetitions 1 --timeline off "
            "--out %s & pid=$!; sleep %s; kill -KILL $pid; wait $pid; echo exit=$?",
            bin, dir, delays[k]);
         if (!strstr(sh_out, "exit=137"))

@@ -8,6 +8,7 @@ its buffer is refused before anything is written."""
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
 import unittest
 
@@ -39,6 +40,10 @@ class Schema(unittest.TestCase):
         if p.returncode != 0:
             raise AssertionError(f"the run failed ({p.returncode}): {p.stderr}")
         cls.rows = list(cmb_schema.read_rows(cls.dir))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_header_is_the_schema(self):
         with open(os.path.join(self.dir, "results.csv")) as f:

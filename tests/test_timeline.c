@@ -256,6 +256,63 @@ static void segments_add_up_at_every_moment(void **state)
     }
 }
 
+/* A case over thousands of segments: its file stays under the bound, every
+ * k-th moment written at an even step, the peak and the end kept. */
+static void a_segments_file_stays_under_its_bound(void **state)
+{
+    (void)state;
+    fixture f;
+    char dir[] = "/tmp/cmb-timeline-XXXXXX", sub[64], name[256], path[600], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/timelines", dir);
+    open_fixture(&f, 512); /* cuda: a segment per live block */
+    for (int round = 0; round < 4; round++)
+        ramp(&f, 4000, 1000);
+    cmb_timeline_finish(&f.tl, &f.mt);
+    assert_true(f.tl.mo.n > 256);
+    const char *case_name = "churn/cuda/n:16000";
+    assert_int_equal(cmb_timeline_write(&f.tl, sub, case_name, 0, err, sizeof err), 0);
+    cmb_timeline_file_name(case_name, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s.segments", sub, name);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char line[256];
+    size_t bytes = 0, samples = 0, peaks = 0, ends = 0, written = 0, taken = 0;
+    unsigned long long op, prev = 0, step = 0;
+    char kind[32];
+    while (fgets(line, sizeof line, fp)) {
+        bytes += strlen(line);
+        if (sscanf(line, "# %zu of %zu moments taken written", &written, &taken) == 2)
+            continue;
+        if (sscanf(line, "m %llu %31s", &op, kind) != 2)
+            continue;
+        peaks += op == f.tl.mo.peak.op; /* the peak's moment (labelled a sample where it lies before the peak) */
+        ends += !strcmp(kind, "end");
+        if (strcmp(kind, "sample") || op == f.tl.mo.peak.op)
+            continue;
+        if (samples++ > 1 && op - prev != step)
+            fail_msg("moments at an uneven step: %llu after %llu (step %llu)", op, prev, step);
+        step = samples > 1 ? op - prev : 0;
+        prev = op;
+    }
+    fclose(fp);
+    assert_true(bytes <= CMB_TIMELINE_SEGMENTS_FILE_MAX);
+    assert_true(bytes > CMB_TIMELINE_SEGMENTS_FILE_MAX / 4); /* thinned, not emptied */
+    assert_int_equal(peaks, 1);
+    assert_int_equal(ends, 1);
+    assert_int_equal(written, samples); /* the samples that could be left out (the peak's moment is not) */
+    assert_true(taken <= f.tl.mo.n && taken + 2 >= f.tl.mo.n);
+    assert_true(samples >= 4 && samples < taken);
+    assert_int_equal(step % f.tl.mo.every, 0);
+    assert_true(((step / f.tl.mo.every) & (step / f.tl.mo.every - 1)) == 0); /* every k-th, k a power of two */
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s.csv", sub, name);
+    unlink(path);
+    rmdir(sub);
+    rmdir(dir);
+    close_fixture(&f);
+}
+
 /* The upstream's walk: alloc() results and runs of mapped pages inside a
  * reservation, in address order, adding up to the held bytes. */
 static void upstream_segments_are_ranges_and_mapped_runs(void **state)
@@ -328,6 +385,7 @@ int main(void)
         cmocka_unit_test(long_names_are_cut_with_a_hash),
         cmocka_unit_test(replaced_characters_keep_names_apart),
         cmocka_unit_test(segments_add_up_at_every_moment),
+        cmocka_unit_test(a_segments_file_stays_under_its_bound),
         cmocka_unit_test(upstream_segments_are_ranges_and_mapped_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

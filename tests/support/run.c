@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 int cmb_test_sh(const char *cmd, char *out, size_t outlen)
 {
@@ -42,12 +43,49 @@ int cmb_test_run(const char *args, char *out, size_t outlen)
     return cmb_test_sh(cmd, out, outlen);
 }
 
+/* --- temporary directories: removed when the test exits ------------------------------------ */
+
+#define MAX_TMPDIRS 256
+
+static char *tmpdirs[MAX_TMPDIRS];
+static size_t n_tmpdirs;
+static pid_t tmpdirs_owner; /* a forked child leaving by exit() removes nothing */
+
+/* CMB_TEST_KEEP=1 keeps them (to look at a failure). */
+static void remove_tmpdirs(void)
+{
+    const char *keep = getenv("CMB_TEST_KEEP");
+    if (getpid() != tmpdirs_owner)
+        return;
+    for (size_t i = 0; i < n_tmpdirs; i++) {
+        if (!keep || strcmp(keep, "1") != 0) {
+            char cmd[600];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdirs[i]);
+            if (system(cmd) != 0)
+                fprintf(stderr, "test: could not remove %s\n", tmpdirs[i]);
+        }
+        free(tmpdirs[i]);
+    }
+    n_tmpdirs = 0;
+}
+
 const char *cmb_test_tmpdir(void)
 {
-    static char dir[256];
-    snprintf(dir, sizeof dir, "/tmp/cmb-test-XXXXXX");
-    if (!mkdtemp(dir))
-        return "/tmp";
+    static char dir[512];
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/cmb-test-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(dir) || n_tmpdirs == MAX_TMPDIRS) {
+        fprintf(stderr, "test: cannot make a temporary directory %s\n", dir);
+        exit(1);
+    }
+    if (!n_tmpdirs && !tmpdirs_owner) {
+        tmpdirs_owner = getpid();
+        atexit(remove_tmpdirs);
+    }
+    if (!(tmpdirs[n_tmpdirs++] = strdup(dir))) {
+        fprintf(stderr, "test: out of host memory\n");
+        exit(1);
+    }
     return dir;
 }
 

@@ -9,7 +9,8 @@
 int cmb_test_run(const char *args, char *out, size_t outlen);
 /* Same for any shell command line. */
 int cmb_test_sh(const char *cmd, char *out, size_t outlen);
-/* A fresh empty temporary directory (static buffer). */
+/* A fresh empty temporary directory under $TMPDIR (static buffer), removed
+ * when the test exits unless CMB_TEST_KEEP=1. */
 const char *cmb_test_tmpdir(void);
 /* The source tree (CMB_SRC). */
 const char *cmb_test_src(void);
