@@ -9,8 +9,12 @@
 # the sim replay of the same traffic. Each setting runs in CMB_TM_PROCS
 # processes (default "1 2": two, the second pass over the settings in the
 # reverse order, so what varies between processes, such as the kernels a
-# process chooses, is in the spread), CMB_TM_ROUNDS rounds each (default 5);
-# CMB_TM_WORKLOADS picks the programs (default all three). A run split over
+# process chooses, is in the spread; odd passes forward, even ones reversed),
+# CMB_TM_ROUNDS rounds each (default 5); CMB_TM_WORKLOADS picks the programs
+# (default all three), CMB_TM_SETTINGS the settings (default all six; the
+# first lib-torch-caching run records the trace the replays price, so keep it).
+# Each step's host CPU time (the Python thread's) is kept beside its wall
+# time (cpu_rounds in each process's JSON). A run split over
 # several calls writes into one OUT_DIR each; `time_model.py table` over
 # their logs together makes the table. Needs a GPU, PyTorch, torchvision and
 # a cost file; builds nothing.
@@ -71,11 +75,13 @@ policy_of() {
     esac
 }
 
-settings="native lib-torch-caching native-expandable lib-cmb lib-rmm-pool lib-cuda"
-reversed="lib-cuda lib-rmm-pool lib-cmb native-expandable lib-torch-caching native"
+settings=${CMB_TM_SETTINGS:-native lib-torch-caching native-expandable lib-cmb lib-rmm-pool lib-cuda}
+reversed=
+for s in $settings; do reversed="$s $reversed"; done
 for p in $procs; do
     sfx= order=$settings
-    [ "$p" = 1 ] || sfx=.p$p order=$reversed
+    [ "$p" = 1 ] || sfx=.p$p
+    [ $((p % 2)) = 1 ] || order=$reversed
     for wl in $workloads; do
         for s in $order; do
             if [ "$s" = lib-torch-caching ] && [ ! -s "$work/$wl.trace" ]; then

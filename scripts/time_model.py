@@ -125,15 +125,17 @@ def run(args):
         for r in range(args.rounds):
             if r == 0 and args.trace and cmb:
                 cmb.trace_start(args.trace)
-            times = []
+            times, cpu = [], []
             for i in range(steps):
-                t0 = time.perf_counter()
+                c0, t0 = time.thread_time(), time.perf_counter()
                 step(i)
                 torch.cuda.synchronize()
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.thread_time() - c0)  # the host's share: a host-bound step's wall is mostly this
             if r == 0 and args.trace and cmb:
                 cmb.trace_stop()
             out["rounds"].append(times)
+            out.setdefault("cpu_rounds", []).append(cpu)
         out["steps"] = steps
         after = allocator_counts(torch)
         # what the allocator did in the measured rounds, by its own statistics (native PyTorch's;
