@@ -8,6 +8,7 @@ import os
 import pickle
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ SNAPSHOT = {"device_traces": [[
 class Snapshot(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.pickle = os.path.join(self.tmp, "run.pickle")
         with open(self.pickle, "wb") as f:
             pickle.dump(SNAPSHOT, f)
