@@ -46,6 +46,10 @@ export CMB_PLUGGABLE_LIB="$lib" PYTHONPATH="$root/python:$root/scripts${PYTHONPA
 cd "$root" || exit 2
 budget=${CMB_TUNE_BUDGET:-420}
 rounds=${CMB_TUNE_ROUNDS:-5}
+procs=${CMB_TUNE_PROCS:-2}
+workloads=${CMB_TUNE_WORKLOADS:-transformer convnet llm-decode}
+case $procs in '' | *[!0-9]* | 0) echo "$0: CMB_TUNE_PROCS must be a positive count" >&2; exit 2 ;; esac
+export CMB_TUNE_PROCS=$procs CMB_TUNE_ROUNDS=$rounds CMB_TUNE_WORKLOADS="$workloads"
 start=$(date +%s)
 rc=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
@@ -87,22 +91,29 @@ one() { # WORKLOAD
     command -v gnuplot >/dev/null && "$py" plots/tune_front.py "$out/$wl.tune.json" "$out/$wl-front.png"
     rec=$(field "$out/$wl.tune.json" 'd["recommendation"]["run_setting"]')
     old=$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')
-    wrapped "$wl.recommended" "$rec" "$b" "$wl" || rc=1
-    wrapped "$wl.recorded" "$old" 0 "$wl" || rc=1
-    # a second process of each, in the other order: what varies between processes is in the spread
-    wrapped "$wl.recorded.p2" "$old" 0 "$wl" || rc=1
-    wrapped "$wl.recommended.p2" "$rec" "$b" "$wl" || rc=1
+    # CMB_TUNE_PROCS processes of each, their order alternating: what varies between processes
+    # (on a host-bound program, more than the allocator's share) is in the spread
+    for p in $(seq 1 "$procs"); do
+        sfx=$([ "$p" = 1 ] || echo ".p$p")
+        if [ $((p % 2)) = 1 ]; then
+            wrapped "$wl.recommended$sfx" "$rec" "$b" "$wl" || rc=1
+            wrapped "$wl.recorded$sfx" "$old" 0 "$wl" || rc=1
+        else
+            wrapped "$wl.recorded$sfx" "$old" 0 "$wl" || rc=1
+            wrapped "$wl.recommended$sfx" "$rec" "$b" "$wl" || rc=1
+        fi
+    done
 }
 
-for wl in transformer convnet llm-decode; do
+for wl in $workloads; do
     one "$wl"
 done
-for wl in transformer convnet llm-decode; do # the recorded setting on the budget: out of memory expected
+for wl in $workloads; do # the recorded setting on the budget: out of memory expected
     [ -r "$out/$wl.tune.json" ] || continue
     wrapped "$wl.recorded-on-budget" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" \
         "$(field "$out/$wl.tune.json" 'd["budget_bytes"]')" "$wl"
 done
-for wl in transformer convnet llm-decode; do # the text a user reads (CPU only)
+for wl in $workloads; do # the text a user reads (CPU only)
     [ -r "$out/$wl.tune.json" ] && left || continue
     "$bin" tune "$out/$wl.pickle" --budget "$(field "$out/$wl.tune.json" 'd["budget_bytes"]')" \
         >"$out/$wl.tune.txt" 2>/dev/null
@@ -119,10 +130,20 @@ def load(name):
         return None
 
 def merged(name):
-    """The steps of process `name` and of its second process (name.p2), rounds in one list."""
-    a, b = load(f"{name}.steps.json"), load(f"{name}.p2.steps.json")
-    if a and b and b.get("rounds"):
-        a = dict(a, rounds=(a.get("rounds") or []) + b["rounds"])
+    """The steps of process `name` and of its further processes (name.p2, name.p3, ...), rounds in
+    one list; "procs" the per-process medians of the rounds' mean step."""
+    a = load(f"{name}.steps.json")
+    if not a:
+        return a
+    a = dict(a, rounds=list(a.get("rounds") or []), procs=[])
+    for p in range(1, 100):
+        b = a if p == 1 else load(f"{name}.p{p}.steps.json")
+        if b is None:
+            break
+        if p > 1:
+            a["rounds"] += b.get("rounds") or []
+        if b.get("rounds"):
+            a["procs"].append(1e3 * statistics.median(sum(r) / len(r) for r in b["rounds"]))
     return a
 
 
@@ -143,7 +164,7 @@ def on_budget(ob, steps):
 
 gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
 rows, doc = [], {"gpu": gpu, "workloads": {}}
-for wl in ("transformer", "convnet", "llm-decode"):
+for wl in os.environ.get("CMB_TUNE_WORKLOADS", "transformer convnet llm-decode").split():
     t, rec, old, ob = (load(f"{wl}.{k}.json") for k in ("tune", "recommended", "recorded", "recorded-on-budget"))
     srec, sold = merged(f"{wl}.recommended"), merged(f"{wl}.recorded")
     srecord, sob = (load(f"{wl}.{k}.steps.json") for k in ("record", "recorded-on-budget"))
@@ -187,7 +208,8 @@ with open(os.path.join(out, "tune.md"), "w") as f:
             "default, tuned under a budget (GiB) halfway between the smallest GPU any candidate fits and the "
             "one the recorded setting needs, then run under the recommendation capped at the budget. Peak "
             "reserved: predicted by the replay on a GPU of the budget / measured. Step: the median of the rounds' "
-            f"mean steps over two processes of {len((srec or {}).get('rounds') or []) // 2 or '?'} rounds each, recorded "
+            f"mean steps over {os.environ['CMB_TUNE_PROCS']} processes of {os.environ['CMB_TUNE_ROUNDS']} rounds each (the "
+            "order alternating), recorded "
             "setting (no cap) / recommended (capped). Δ step: predicted (the cost "
             "file's allocator time per pass on the budget minus the recorded setting's, per step) / measured; "
             "within max(25%, 1 ms).\n\n")
