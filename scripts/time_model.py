@@ -210,13 +210,18 @@ def table_rows(args):
     rows = []
     for wl in ("transformer", "convnet", "llm-decode"):
         trace = os.path.join(args.work, f"{wl}.trace")
-        runs = {s: load_runs(args.work, wl, s) for s in SETTINGS}
+        # the settings this run asked for (a process log, finished or not): CMB_TM_SETTINGS and
+        # CMB_TM_WORKLOADS may leave some out, and those are no rows
+        asked = [s for s in SETTINGS if glob.glob(os.path.join(args.work, f"{wl}-{s}.*log"))]
+        if not asked:
+            continue
+        runs = {s: load_runs(args.work, wl, s) for s in set(asked) | {"native"}}
         base = runs["native"]
         steps = base.get("steps") or 1
         preds = {s: predict(args.bin, trace, SETTINGS[s][1], SETTINGS[s][2], args.costs,
                             os.path.join(args.work, "replay", f"{wl}-{s}"))
-                 if os.path.exists(trace) else (None, None, "no trace recorded") for s in SETTINGS}
-        for s in SETTINGS:
+                 if os.path.exists(trace) else (None, None, "no trace recorded") for s in set(asked) | {"native"}}
+        for s in asked:
             m, mb = mean_step(runs[s].get("rounds")), mean_step(base.get("rounds"))
             p, pb = preds[s][1], preds["native"][1]
             c, cb = preds[s][0], preds["native"][0]
