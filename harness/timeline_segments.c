@@ -7,6 +7,7 @@
 #include "timeline.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,39 +279,33 @@ static int by_moment_op(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The bytes write_moment writes of m (so the file's bound holds before writing). */
-static size_t moment_bytes(const cmb_timeline_moment *m, const char *kind)
+/* fprintf to f, or with f NULL only the count of bytes it would write. */
+static size_t emit(FILE *f, const char *fmt, ...)
 {
-    size_t n = (size_t)snprintf(NULL, 0, "m %llu %s %lld %lld %llu %llu %zu %zu\n", (unsigned long long)m->op, kind,
-                                (long long)m->requested, (long long)m->reserved, (unsigned long long)m->blocks,
-                                (unsigned long long)m->outside, m->n_seg, m->n_kept);
-    for (size_t i = 0; i < m->n_seg; i++) {
-        const cmb_timeline_segment *g = &m->seg[i];
-        n += (size_t)snprintf(NULL, 0, "s %llu %llu %llu %llu %llu %llu\n", (unsigned long long)g->start,
-                              (unsigned long long)g->size, (unsigned long long)g->reserved_at,
-                              (unsigned long long)g->blocks, (unsigned long long)g->covered,
-                              (unsigned long long)g->largest_free);
-    }
-    for (size_t i = 0; i < m->n_kept; i++)
-        n += (size_t)snprintf(NULL, 0, "b %u %llu %llu\n", m->kept[i].seg, (unsigned long long)m->kept[i].offset,
-                              (unsigned long long)m->kept[i].size);
-    return n;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = f ? vfprintf(f, fmt, ap) : vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    return n > 0 ? (size_t)n : 0;
 }
 
-static void write_moment(FILE *f, const cmb_timeline_moment *m, const char *kind)
+/* Writes moment m to f (NULL: writes nothing); the bytes, so the file's
+ * bound is known before anything is written. */
+static size_t write_moment(FILE *f, const cmb_timeline_moment *m, const char *kind)
 {
-    fprintf(f, "m %llu %s %lld %lld %llu %llu %zu %zu\n", (unsigned long long)m->op, kind, (long long)m->requested,
-            (long long)m->reserved, (unsigned long long)m->blocks, (unsigned long long)m->outside, m->n_seg,
-            m->n_kept);
+    size_t n = emit(f, "m %llu %s %lld %lld %llu %llu %zu %zu\n", (unsigned long long)m->op, kind,
+                    (long long)m->requested, (long long)m->reserved, (unsigned long long)m->blocks,
+                    (unsigned long long)m->outside, m->n_seg, m->n_kept);
     for (size_t i = 0; i < m->n_seg; i++) {
         const cmb_timeline_segment *g = &m->seg[i];
-        fprintf(f, "s %llu %llu %llu %llu %llu %llu\n", (unsigned long long)g->start, (unsigned long long)g->size,
-                (unsigned long long)g->reserved_at, (unsigned long long)g->blocks, (unsigned long long)g->covered,
-                (unsigned long long)g->largest_free);
+        n += emit(f, "s %llu %llu %llu %llu %llu %llu\n", (unsigned long long)g->start, (unsigned long long)g->size,
+                  (unsigned long long)g->reserved_at, (unsigned long long)g->blocks, (unsigned long long)g->covered,
+                  (unsigned long long)g->largest_free);
     }
     for (size_t i = 0; i < m->n_kept; i++)
-        fprintf(f, "b %u %llu %llu\n", m->kept[i].seg, (unsigned long long)m->kept[i].offset,
-                (unsigned long long)m->kept[i].size);
+        n += emit(f, "b %u %llu %llu\n", m->kept[i].seg, (unsigned long long)m->kept[i].offset,
+                  (unsigned long long)m->kept[i].size);
+    return n;
 }
 
 /* --- which moments are written ---------------------------------------------------------------- */
@@ -339,7 +334,7 @@ static size_t one_per_op(const cmb_timeline_moments *mo, const cmb_timeline_mome
         w[nw].m = all[i];
         w[nw].kind = peak ? "peak_reserved" : end ? "end" : "sample";
         w[nw].sample = !peak && !end && !peak_moment;
-        w[nw].bytes = moment_bytes(all[i], w[nw].kind);
+        w[nw].bytes = write_moment(NULL, all[i], w[nw].kind);
         nw++;
     }
     return nw;

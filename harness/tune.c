@@ -301,11 +301,32 @@ static void explain(cmb_tune_ctx *x, cmb_tune_report *r)
     uint64_t gpu = r->budget ? r->budget : rec->min_capacity;
     cmb_tune_replay again;
     cmb_tune_replay_at(x, rec, gpu, x->passes, 1, &r->rec_at_budget, err, sizeof err);
-    for (int i = 1; rec->pluggable && i < 3; i++) /* the least of three, as cmb_tune_evaluate */
+    if (rec->at_budget && !isnan(rec->budget_time_s)) /* priced there already: the same number everywhere */
+        r->rec_at_budget.time_s = rec->budget_time_s * (double)x->passes;
+    for (int i = 1; rec->pluggable && !rec->at_budget && i < 3; i++) /* the least of three, as cmb_tune_evaluate */
         if (!cmb_tune_replay_at(x, rec, gpu, x->passes, 1, &again, err, sizeof err) &&
             again.time_s < r->rec_at_budget.time_s)
             r->rec_at_budget.time_s = again.time_s;
     cmb_tune_replay_at(x, &r->s->c[0], rec->min_capacity, 1, 0, &r->recorded_at_fit, err, sizeof err);
+}
+
+/* The candidates that fit the budget priced on a GPU of the budget (a
+ * garbage-collection threshold, a pool's limit, a release under pressure act
+ * only there), and the recommendation among them by those times. */
+static int recommend_at_budget(cmb_tune_ctx *x, cmb_tune_set *set, const tune_args *a, cmb_tune_report *r)
+{
+    static int budget_front[CMB_TUNE_MAX_CANDIDATES];
+    if (!a->json)
+        fprintf(stderr, "tune: pricing the candidates that fit %.3f GiB on a GPU of that size\n",
+                (double)a->budget / (double)(1ull << 30));
+    cmb_tune_price_at_budget(x, set, a->budget);
+    int n, k = 0, rec = cmb_tune_recommend_at_budget(set, a->budget, a->obj, 0, budget_front, &n);
+    for (int j = 0; j < n; j++) /* its members that fit: the others are the unlimited front's */
+        if (set->c[budget_front[j]].min_capacity <= a->budget)
+            budget_front[k++] = budget_front[j];
+    r->budget_front = budget_front;
+    r->n_budget_front = k;
+    return rec;
 }
 
 static int run(const tune_args *a, cmb_tune_trace *t, const cmb_costs *costs, const char *costs_path)
@@ -328,7 +349,10 @@ static int run(const tune_args *a, cmb_tune_trace *t, const cmb_costs *costs, co
     int n_front = r.n_front;
     r = (cmb_tune_report){.t = t, .s = &set, .front = front, .n_front = n_front, .recorded = 0, .recommended = -1,
                           .budget = a->budget, .obj = a->obj, .costs_path = costs ? costs_path : NULL};
-    r.recommended = cmb_tune_recommend(&set, front, r.n_front, a->budget, a->obj, 0);
+    if (a->budget && costs) /* chosen by the time it takes where it will run */
+        r.recommended = recommend_at_budget(&x, &set, a, &r);
+    else
+        r.recommended = cmb_tune_recommend(&set, front, r.n_front, a->budget, a->obj, 0);
     explain(&x, &r);
     r.seconds = now_s() - t0;
     r.trials = x.trials;

@@ -66,6 +66,10 @@ typedef struct cmb_tune_cand {
     int dominated;       /* a faster-or-as-fast candidate fits a smaller GPU */
     uint64_t min_capacity, island;
     int trials;
+    /* on a GPU of the budget (cmb_tune_price_at_budget): a garbage-collection
+     * threshold or a pool's limit acts only near the device's capacity */
+    int at_budget;        /* 1: priced there */
+    double budget_time_s; /* predicted allocator time per pass there; NAN: it did not run there */
 } cmb_tune_cand;
 
 typedef struct cmb_tune_set {
@@ -116,6 +120,10 @@ uint64_t cmb_tune_fit_all(const cmb_tune_ctx *x, cmb_tune_set *s, const int *ord
                           void *ctx);
 /* Smaller capacities that also fit (below the answer, 128 MiB on the grid). */
 void cmb_tune_islands(cmb_tune_ctx *x, cmb_tune_cand *cand);
+/* Prices the searched candidates that fit `budget` (the first
+ * CMB_TUNE_BUDGET_PRICED of them) on a GPU of the budget. */
+#define CMB_TUNE_BUDGET_PRICED 64
+void cmb_tune_price_at_budget(cmb_tune_ctx *x, cmb_tune_set *s, uint64_t budget);
 
 /* --- the space --------------------------------------------------------------------------------------- */
 
@@ -140,6 +148,11 @@ int cmb_tune_front(const cmb_tune_set *s, int *front, int max);
  * recorded: the recorded setting's index (balanced's reference). */
 int cmb_tune_recommend(const cmb_tune_set *s, const int *front, int n_front, uint64_t budget,
                        cmb_tune_objective obj, int recorded);
+/* The same choice among the candidates priced on a GPU of the budget, each
+ * at its time there (a candidate that fits but was not priced there is not
+ * chosen); front receives their front, its count in *n_front. */
+int cmb_tune_recommend_at_budget(const cmb_tune_set *s, uint64_t budget, cmb_tune_objective obj, int recorded,
+                                 int *front, int *n_front);
 
 /* --- output ------------------------------------------------------------------------------------------ */
 
@@ -148,6 +161,8 @@ typedef struct cmb_tune_report {
     const cmb_tune_set *s;
     const int *front;
     int n_front;
+    const int *budget_front; /* the front on a GPU of the budget, its members that fit (priced there) */
+    int n_budget_front;
     int recorded;          /* index of the recorded setting */
     int recommended;       /* -1: nothing fits the budget */
     uint64_t budget;       /* 0: none */

@@ -216,3 +216,37 @@ void cmb_tune_evaluate(cmb_tune_ctx *x, cmb_tune_cand *cand)
     cand->upstream_calls = r.upstream_calls;
     cand->time_s = isnan(r.time_s) ? NAN : r.time_s / (double)x->passes;
 }
+
+/* --- on a GPU of the budget ---------------------------------------------------------------------- */
+
+/* The least predicted time of a few replays on a GPU of `capacity` (as
+ * cmb_tune_evaluate), per pass; NAN when it does not run there. */
+static double time_at(cmb_tune_ctx *x, const cmb_tune_cand *cand, uint64_t capacity)
+{
+    cmb_tune_replay r;
+    char err[160];
+    double best = NAN;
+    for (int i = 0; i < (cand->pluggable ? TUNE_TIMED_REPLAYS : 1); i++) {
+        if (cmb_tune_replay_at(x, cand, capacity, x->passes, 1, &r, err, sizeof err) || r.ooms || isnan(r.time_s))
+            return NAN;
+        if (isnan(best) || r.time_s < best)
+            best = r.time_s;
+    }
+    return best / (double)x->passes;
+}
+
+void cmb_tune_price_at_budget(cmb_tune_ctx *x, cmb_tune_set *s, uint64_t budget)
+{
+    int priced = 0;
+    for (int i = 0; i < s->n; i++) {
+        cmb_tune_cand *c = &s->c[i];
+        c->at_budget = 0;
+        c->budget_time_s = NAN;
+        if (!c->searched || c->failed || c->dominated || c->min_capacity > budget ||
+            priced == CMB_TUNE_BUDGET_PRICED)
+            continue;
+        c->at_budget = 1;
+        c->budget_time_s = time_at(x, c, budget);
+        priced++;
+    }
+}

@@ -98,3 +98,21 @@ int cmb_tune_recommend(const cmb_tune_set *s, const int *front, int n_front, uin
     }
     return fastest;
 }
+
+int cmb_tune_recommend_at_budget(const cmb_tune_set *s, uint64_t budget, cmb_tune_objective obj, int recorded,
+                                 int *front, int *n_front)
+{
+    static cmb_tune_set at; /* the candidates with their times there: large, so not on the stack */
+    at = *s;
+    for (int i = 0; i < at.n; i++) {
+        cmb_tune_cand *c = &at.c[i];
+        if (!c->searched || c->failed || c->dominated || c->min_capacity > budget)
+            continue;
+        if (!c->at_budget || isnan(c->budget_time_s))
+            c->failed = 1; /* not priced there, or did not run there: not chosen */
+        else
+            c->time_s = c->budget_time_s;
+    }
+    *n_front = cmb_tune_front(&at, front, CMB_TUNE_MAX_CANDIDATES);
+    return cmb_tune_recommend(&at, front, *n_front, budget, obj, recorded);
+}

@@ -54,6 +54,24 @@ static void print_front(FILE *f, const cmb_tune_report *r)
     }
 }
 
+/* Where a budget was priced: the candidates that fit it, at their time on a
+ * GPU of that size (what the recommendation was chosen by). */
+static void print_budget_front(FILE *f, const cmb_tune_report *r)
+{
+    char tm[32], tu[32];
+    if (!r->budget_front)
+        return;
+    fprintf(f, "\non a %.3f GiB GPU (the budget), the candidates that fit, priced there:\n", gib(r->budget));
+    fprintf(f, "  %-12s %-14s %-14s %s\n", "smallest GPU", "alloc time", "(unlimited)", "setting");
+    for (int j = 0; j < r->n_budget_front; j++) {
+        const cmb_tune_cand *c = &r->s->c[r->budget_front[j]];
+        fmt_time(c->budget_time_s, tm, sizeof tm);
+        fmt_time(c->time_s, tu, sizeof tu);
+        fprintf(f, "  %8.3f GiB %-14s %-14s %s%s\n", gib(c->min_capacity), tm, tu, c->spec,
+                r->budget_front[j] == r->recommended ? "  <- recommended" : "");
+    }
+}
+
 static void print_why(FILE *f, const cmb_tune_report *r)
 {
     const cmb_tune_cand *rec = &r->s->c[r->recommended], *old = &r->s->c[r->recorded];
@@ -112,6 +130,7 @@ void cmb_tune_print(FILE *f, const cmb_tune_report *r)
     fprintf(f, "searched %d candidates in %.1f s (%llu replays)\n", r->s->n, r->seconds,
             (unsigned long long)r->trials);
     print_front(f, r);
+    print_budget_front(f, r);
     if (r->recommended >= 0) {
         print_recommendation(f, r);
         return;
@@ -137,6 +156,9 @@ static json_t *cand_json(const cmb_tune_report *r, const cmb_tune_cand *c)
     json_object_set_new(o, "frag_ratio", isnan(frag(r->t, c)) ? json_null() : json_real(frag(r->t, c)));
     json_object_set_new(o, "predicted_alloc_time_per_pass_s", isnan(c->time_s) ? json_null() : json_real(c->time_s));
     json_object_set_new(o, "island_bytes", c->island ? json_integer((json_int_t)c->island) : json_null());
+    if (c->at_budget)
+        json_object_set_new(o, "predicted_alloc_time_per_pass_on_budget_s",
+                            isnan(c->budget_time_s) ? json_null() : json_real(c->budget_time_s));
     return o;
 }
 
@@ -186,6 +208,12 @@ int cmb_tune_print_json(FILE *f, const cmb_tune_report *r)
     json_object_set_new(doc, "time_is", json_string("predicted from the cost file, per pass"));
     json_object_set_new(doc, "budget_bytes", r->budget ? json_integer((json_int_t)r->budget) : json_null());
     json_object_set_new(doc, "passes", json_integer((json_int_t)r->passes));
+    if (r->budget_front) {
+        json_t *bf = json_array();
+        for (int j = 0; j < r->n_budget_front; j++)
+            json_array_append_new(bf, cand_json(r, &r->s->c[r->budget_front[j]]));
+        json_object_set_new(doc, "front_on_budget", bf);
+    }
     if (r->recommended >= 0) {
         json_object_set_new(doc, "recommendation", cand_json(r, &r->s->c[r->recommended]));
         json_object_set_new(doc, "why", why_json(r));

@@ -54,10 +54,30 @@ if None not in times:
     assert all(times[i] > times[i + 1] for i in range(len(times) - 1)), ("a dominated member", times)
 assert (d["recommendation"] is not None) == want_rec, d["recommendation"]
 if want_rec:
-    cand(d["recommendation"], "recommendation")
-    assert d["recommendation"]["setting"] in [c["setting"] for c in d["front"]] + [d["recorded"]["setting"]]
+    rec = d["recommendation"]
+    cand(rec, "recommendation")
+    on_budget = d.get("front_on_budget")
+    assert rec["setting"] in [c["setting"] for c in d["front"] + (on_budget or [])] + [d["recorded"]["setting"]]
     if d["budget_bytes"]:
-        assert d["recommendation"]["min_capacity_bytes"] <= d["budget_bytes"]
+        assert rec["min_capacity_bytes"] <= d["budget_bytes"]
+    if d["budget_bytes"] and d["costs_file"]:
+        # chosen by the time on a GPU of the budget: no candidate that fits there is as small and
+        # clearly faster there (a garbage-collection threshold looked fast on an unlimited GPU);
+        # balanced keeps the recorded setting where nothing fits a smaller GPU at no time cost
+        assert on_budget, "a budget with a cost file, and no candidates priced on it"
+        for i, c in enumerate(on_budget):
+            cand(c, "front_on_budget[%d]" % i)
+            assert c["min_capacity_bytes"] <= d["budget_bytes"], ("front_on_budget", i)
+            assert c["predicted_alloc_time_per_pass_on_budget_s"] is not None, ("front_on_budget", i)
+        t = rec.get("predicted_alloc_time_per_pass_on_budget_s")
+        assert t is not None or rec["setting"] == d["recorded"]["setting"], "the recommendation was not priced"
+        kept = d["objective"] == "balanced" and rec["setting"] == d["recorded"]["setting"]
+        for c in on_budget:
+            if kept and c["min_capacity_bytes"] == rec["min_capacity_bytes"]:
+                continue
+            assert not (t is not None and c["min_capacity_bytes"] <= rec["min_capacity_bytes"] and
+                        c["predicted_alloc_time_per_pass_on_budget_s"] < t / 1.03), \
+                ("dominated on the budget by", c["setting"], c["predicted_alloc_time_per_pass_on_budget_s"], t)
 else:
     cand(d["smallest_budget"], "smallest_budget")
     assert d["smallest_budget"]["min_capacity_bytes"] > d["budget_bytes"]

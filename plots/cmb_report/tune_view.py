@@ -139,6 +139,21 @@ def _table(page, d):
     for c in d["front"]:
         page.add(_row(c, "recommended" if c["setting"] == rec else "front"))
     page.add("</table></div>\n")
+    on_budget = d.get("front_on_budget")
+    if on_budget:  # what the recommendation was chosen by: each time on a GPU of the budget
+        page.add(f"<p><small>On a GPU of the budget ({esc(M.fmt_bytes(d['budget_bytes']))}), the settings that "
+                 "fit it, priced there (a garbage-collection threshold or a pool's limit acts only near the "
+                 "capacity):</small></p>\n<div class='scroll'><table class='tune-front'><tr><th class='l'></th>"
+                 "<th>smallest GPU</th><th>allocator time per pass there</th><th>unlimited</th>"
+                 "<th class='l'>setting</th></tr>\n")
+        for c in on_budget:
+            tb, tu = c.get("predicted_alloc_time_per_pass_on_budget_s"), _time(c)
+            page.add(f"<tr><td class='l'>{'recommended' if c['setting'] == rec else ''}</td>"
+                     f"<td>{esc(M.fmt_bytes(c['min_capacity_bytes']))}</td>"
+                     f"<td>{'-' if tb is None else esc(M.fmt_seconds(tb))}</td>"
+                     f"<td>{'-' if tu is None else esc(M.fmt_seconds(tu))}</td>"
+                     f"<td class='l'><code>{esc(c['setting'])}</code></td></tr>\n")
+        page.add("</table></div>\n")
 
 
 def _recommendation(page, d):
