@@ -162,6 +162,9 @@
  * 139.9 upstream calls a pass after the first; 2 holds 1.0096 with 272.0,
  * 16 holds 1.0196 with 56.3 */
 #define CMB_CHUNK_DEFAULT "4"
+/* handles of up to this many pages move (park, unpark) instead of being
+ * released and created again; longer ones (chunk=0) are unmapped */
+#define CMB_PARK_MAX 16
 /* fast bins per stream (direct-mapped by size) and blocks per bin */
 #define CMB_NBINS 64
 #define CMB_BIN_DEPTH 4
@@ -244,6 +247,7 @@ typedef struct cmb_cmb_counters {
     uint64_t budget_unmaps;   /* pages unmapped to stay within the budget    */
     uint64_t over_budget;     /* growths that found too few ordered pages    */
     uint64_t widened;         /* pages the budget widened by (keep)          */
+    uint64_t moved;           /* handles moved (unpark) instead of created   */
     uint64_t events;          /* event records and re-records                */
     uint64_t syncs;           /* stream synchronizations                     */
     uint64_t arenas;          /* virtual ranges reserved                     */
@@ -276,6 +280,8 @@ typedef struct cmbx {
     cmb_cmb_counters ctr;
     cmb_alloc_stats st;
     int hopeless;             /* the last growth could not fit even after a release */
+    int no_park;              /* the upstream cannot move handles: unmap instead */
+    uint64_t parked[CMB_PARK_MAX + 1]; /* handles parked by length, within a growth */
     CMB_DEBUG_ONLY(uint64_t ops;)
     char err[256];
 } cmbx;
@@ -340,13 +346,9 @@ static inline int pg_start(const arena *ar, uint64_t p)
     return p >= ar->pages || ar->mapped[p] != PG_MAPPED; /* a start, unmapped, or the end */
 }
 
-/* Maps pages [first, first + n) of ar as one handle: one upstream call. */
-static cmb_status map_handle(cmbx *a, arena *ar, uint64_t first, uint64_t n)
+/* Pages [first, first + n) of ar are one handle now, mapped by one call. */
+static void mark_handle(cmbx *a, arena *ar, uint64_t first, uint64_t n)
 {
-    cmb_assert_internal(n && first + n <= ar->pages);
-    cmb_status s = cmb_up_map(a->up, (void *)(ar->base + (first << a->shift)), n << a->shift);
-    if (s != CMB_OK)
-        return s;
     ar->mapped[first] = PG_MAPPED | PG_START;
     for (uint64_t p = first + 1; p < first + n; p++) {
         cmb_assert_internal(!ar->mapped[p]);
@@ -355,6 +357,16 @@ static cmb_status map_handle(cmbx *a, arena *ar, uint64_t first, uint64_t n)
     a->mapped_pages += n;
     a->ctr.map_calls++;
     a->st.upstream_allocs++;
+}
+
+/* Maps pages [first, first + n) of ar as one handle: one upstream call. */
+static cmb_status map_handle(cmbx *a, arena *ar, uint64_t first, uint64_t n)
+{
+    cmb_assert_internal(n && first + n <= ar->pages);
+    cmb_status s = cmb_up_map(a->up, (void *)(ar->base + (first << a->shift)), n << a->shift);
+    if (s != CMB_OK)
+        return s;
+    mark_handle(a, ar, first, n);
     return CMB_OK;
 }
 
@@ -372,6 +384,78 @@ static cmb_status unmap_handles(cmbx *a, arena *ar, uint64_t first, uint64_t n)
     return CMB_OK;
 }
 
+/* Parks pages [first, first + n), whole handles of at most CMB_PARK_MAX
+ * pages back to back: one call; the handles stay held until the growth
+ * that asked for them maps them (unpark) or drops them. Falls back to
+ * unmapping where the upstream cannot. */
+static cmb_status park_handles(cmbx *a, arena *ar, uint64_t first, uint64_t n)
+{
+    uint64_t len[512], k = 0;
+    for (uint64_t p = first, q; p < first + n; p = q) {
+        for (q = p + 1; !pg_start(ar, q); q++)
+            ;
+        if (a->no_park || q - p > CMB_PARK_MAX || k == 512)
+            return unmap_handles(a, ar, first, n);
+        len[k++] = q - p;
+    }
+    cmb_status s = cmb_up_park(a->up, (void *)(ar->base + (first << a->shift)), n << a->shift);
+    if (s == CMB_ERR_UNSUPPORTED || s == CMB_ERR_HOST_NOMEM) {
+        a->no_park = s == CMB_ERR_UNSUPPORTED;
+        return unmap_handles(a, ar, first, n);
+    }
+    if (s != CMB_OK)
+        return s;
+    for (uint64_t i = 0; i < k; i++)
+        a->parked[len[i]]++;
+    memset(ar->mapped + first, 0, n);
+    a->mapped_pages -= n;
+    a->ctr.unmap_calls++;
+    a->st.upstream_frees++;
+    return CMB_OK;
+}
+
+/* Releases every parked handle not mapped again: one call. */
+static void drop_parked(cmbx *a)
+{
+    uint64_t any = 0;
+    for (int l = 1; l <= CMB_PARK_MAX; l++)
+        any |= a->parked[l], a->parked[l] = 0;
+    if (!any)
+        return;
+    cmb_up_drop_parked(a->up, SIZE_MAX);
+    a->st.upstream_frees++;
+}
+
+/* One handle of a growth: pages [at, at + len), from a parked handle or new. */
+typedef struct hplan {
+    uint64_t at, len;
+    int parked, done;
+} hplan;
+
+static inline uint64_t handles_for(uint64_t pages, uint64_t chunk)
+{
+    return pages ? (pages - 1) / chunk + 1 : 0;
+}
+
+/* Splits [lo, hi) into handles of at most `chunk` pages, taking a parked
+ * handle where it makes no more handles than new ones would. */
+static size_t plan_run(cmbx *a, uint64_t lo, uint64_t hi, uint64_t *avail, hplan *out)
+{
+    uint64_t chunk = a->chunk_pages;
+    size_t k = 0;
+    for (uint64_t at = lo, r; at < hi; at += out[k++].len) {
+        r = hi - at;
+        uint64_t full = r < chunk ? r : chunk, need = handles_for(r, chunk), l = 0;
+        for (uint64_t c = full < CMB_PARK_MAX ? full : CMB_PARK_MAX; c && !l; c--)
+            if (avail[c] && 1 + handles_for(r - c, chunk) == need)
+                l = c;
+        if (l)
+            avail[l]--;
+        out[k] = (hplan){at, l ? l : full, l != 0, 0};
+    }
+    return k;
+}
+
 /* Maps pages [first, first + n) of ar under a block [blo, bhi): the pages the
  * block covers wholly as one handle, and a page it shares with a neighbour
  * (at either end) as a handle of its own, so the block's interior can be
@@ -379,26 +463,48 @@ static cmb_status unmap_handles(cmbx *a, arena *ar, uint64_t first, uint64_t n)
  * At most three upstream calls; all or none. */
 static cmb_status map_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n, uintptr_t blo, uintptr_t bhi)
 {
-    uint64_t cut[4], k = 0, end = first + n;
+    uint64_t cut[4], k = 0, end = first + n, avail[CMB_PARK_MAX + 1];
     cut[k++] = first;
     if (n > 1 && blo > ar->base + (first << a->shift))
         cut[k++] = first + 1;
     if (end - cut[k - 1] > 1 && bhi < ar->base + (end << a->shift))
         cut[k++] = end - 1;
     cut[k] = end;
-    uint64_t chunk = a->chunk_pages;
-    for (uint64_t i = 0; i < k; i++) {
-        for (uint64_t at = cut[i], len; at < cut[i + 1]; at += len) {
-            len = cut[i + 1] - at < chunk ? cut[i + 1] - at : chunk;
-            cmb_status s = map_handle(a, ar, at, len);
-            if (s != CMB_OK) {
-                if (at > first)
-                    unmap_handles(a, ar, first, at - first);
-                return s;
-            }
-        }
+    hplan *plan = malloc((n + 3) * sizeof *plan);
+    if (!plan) {
+        drop_parked(a);
+        return CMB_ERR_HOST_NOMEM;
     }
-    return CMB_OK;
+    memcpy(avail, a->parked, sizeof avail);
+    size_t np = 0;
+    for (uint64_t i = 0; i < k; i++)
+        np += plan_run(a, cut[i], cut[i + 1], avail, plan + np);
+    /* moved handles first, then the rest given back, then new ones: the
+     * memory held never exceeds what the growth ends with */
+    cmb_status s = CMB_OK;
+    for (size_t i = 0; i < np; i++) {
+        if (!plan[i].parked)
+            continue;
+        void *va = (void *)(ar->base + (plan[i].at << a->shift));
+        if (cmb_up_unpark(a->up, va, plan[i].len << a->shift) != CMB_OK) {
+            plan[i].parked = 0; /* made new below */
+            continue;
+        }
+        a->parked[plan[i].len]--;
+        mark_handle(a, ar, plan[i].at, plan[i].len);
+        a->ctr.moved++;
+        plan[i].done = 1;
+    }
+    drop_parked(a);
+    for (size_t i = 0; i < np && s == CMB_OK; i++)
+        if (!plan[i].done && (s = map_handle(a, ar, plan[i].at, plan[i].len)) == CMB_OK)
+            plan[i].done = 1;
+    if (s != CMB_OK) /* all or none */
+        for (size_t i = 0; i < np; i++)
+            if (plan[i].done)
+                unmap_handles(a, ar, plan[i].at, plan[i].len);
+    free(plan);
+    return s;
 }
 
 /* --- streams and their order ----------------------------------------------- */
@@ -931,7 +1037,7 @@ static void whole_handles(const arena *ar, uint64_t r0, uint64_t r1, uint64_t *u
  * `want` pages where it has them (from the end that touches a hole, else
  * from its top); *got is how many. b is split into a free front, the new
  * hole (merged with neighbouring holes) and a free back. */
-static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, uint64_t *got)
+static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, int park, uint64_t *got)
 {
     arena *ar = b->ar;
     uint64_t i0 = (b->ptr - ar->base + a->page - 1) >> a->shift, i1 = (blk_end(b) - ar->base) >> a->shift;
@@ -962,7 +1068,7 @@ static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, uint64_t *got)
         return CMB_ERR_HOST_NOMEM;
     }
     uintptr_t lo = ar->base + (u0 << a->shift), end = blk_end(b);
-    cmb_status st = unmap_handles(a, ar, u0, n);
+    cmb_status st = park ? park_handles(a, ar, u0, n) : unmap_handles(a, ar, u0, n);
     *got = st == CMB_OK ? n : 0;
     uintptr_t hi = lo + (*got << a->shift);
     free_erase(a, b);
@@ -1000,7 +1106,7 @@ static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, uint64_t *got)
  * them). The candidates are chosen without regard to order, then ordered by
  * synchronizing where needed: the choice is the same however far the device
  * lags. Returns the pages unmapped. */
-static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
+static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep, int park)
 {
     uint64_t done = 0;
     blk **cand = NULL;
@@ -1034,7 +1140,7 @@ static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep)
             uint64_t got;
             if (!order_block(a, cand[i]))
                 continue;
-            cmb_status st = unmap_from(a, cand[i], want - done, &got);
+            cmb_status st = unmap_from(a, cand[i], want - done, park, &got);
             done += got;
             if (st != CMB_OK)
                 break;
@@ -1072,7 +1178,7 @@ static cmb_status release_all(cmbx *a)
     cmb_status st = sync_streams(a);
     if (a->n_streams > 1)
         consolidate(a);
-    reclaim(a, UINT64_MAX, NULL);
+    reclaim(a, UINT64_MAX, NULL, 0);
     return st;
 }
 
@@ -1194,15 +1300,19 @@ static cmb_status grow(cmbx *a, int hp, uint64_t s, size_t size, sstream *ss, vo
     if (a->mapped_pages + p.n > budget) {
         uint64_t want = a->mapped_pages + p.n - budget;
         harvest(a);
-        uint64_t got = reclaim(a, want, p.hole);
+        uint64_t got = reclaim(a, want, p.hole, 1);
         a->ctr.budget_unmaps += got;
         free_pages += got;
         if (got < want)
             a->ctr.over_budget++;
     }
-    if (asked && p.n > free_pages)
+    if (asked && p.n > free_pages) {
+        drop_parked(a);
         return CMB_ERR_OOM;
-    return grow_at(a, &p, s, size, ss, ptr);
+    }
+    cmb_status st = grow_at(a, &p, s, size, ss, ptr);
+    drop_parked(a); /* where grow_at failed before mapping */
+    return st;
 }
 
 /* --- allocate / deallocate ------------------------------------------------------------- */

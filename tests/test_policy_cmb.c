@@ -28,8 +28,8 @@
 /* Mirrors cmb_cmb_counters in allocators/alloc_cmb.c; the accessor returns
  * its size, checked in counters(). */
 typedef struct cmb_cmb_counters {
-    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, events, syncs,
-        arenas,
+    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, moved, events,
+        syncs, arenas,
         hwm_pages, mapped_pages, cached_pages;
 } cmb_cmb_counters;
 size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out);
@@ -301,6 +301,34 @@ static void live_block_pins_its_handle(void **state)
     put(&f, b, 2 * MiB, S1);
     assert_int_equal(f.m->trim(f.st), CMB_OK);
     assert_int_equal(RESERVED(&f), 0);
+    close_fx(&f);
+}
+
+/* Stitching moves handles: a growth over the budget parks the cached
+ * handles it takes (cuMemUnmap, the handle kept) and maps them under the new
+ * block (cuMemMap + cuMemSetAccess), creating only what they do not cover:
+ * 6 driver calls here where releasing and creating made 8, and the memory
+ * held never exceeds the budget in between. */
+static void stitching_moves_handles(void **state)
+{
+    (void)state;
+    fx f = open_fx("fast_bins=false:slack=0:keep=0", 0);
+    void *a = get(&f, 8 * MiB, S1);  /* pages 0-3: one handle */
+    void *b = get(&f, 2 * MiB, S1);  /* page 4 */
+    put(&f, a, 8 * MiB, S1);         /* cached; the need's peak is 5 pages */
+    uint64_t total = f.up->driver.total, create = f.up->driver.mem_create;
+    void *c = get(&f, 10 * MiB, S1); /* pages 5-9: needs 5, the budget 6 */
+    cmb_cmb_counters k = counters(&f);
+    assert_int_equal(k.moved, 1);     /* a's handle, under pages 5-8 */
+    assert_int_equal(f.up->driver.mem_create - create, 1); /* page 9 */
+    assert_int_equal(f.up->driver.mem_release, 0);
+    assert_int_equal(f.up->driver.total - total, 1 + 2 + 3);
+    assert_int_equal(RESERVED(&f), 12 * MiB);
+    assert_int_equal(f.up->stats.held_peak, 12 * MiB);
+    assert_true(cmb_upstream_contains(f.up, c, 10 * MiB));
+    assert_false(cmb_upstream_contains(f.up, a, 2 * MiB));
+    put(&f, c, 10 * MiB, S1);
+    put(&f, b, 2 * MiB, S1);
     close_fx(&f);
 }
 
@@ -826,6 +854,7 @@ int main(void)
         cmocka_unit_test(fast_bin_and_coalescing),
         cmocka_unit_test(growth_maps_only_missing_pages),
         cmocka_unit_test(checkerboard_then_one_large_block),
+        cmocka_unit_test(stitching_moves_handles),
         cmocka_unit_test(oom_releases_cache_and_retries),
         cmocka_unit_test(bad_frees_are_refused),
         cmocka_unit_test(budget_bounds_reserved),
