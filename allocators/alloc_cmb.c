@@ -49,10 +49,13 @@
  *    whole handles inside free blocks are candidates. Physical
  *    memory thus moves from scattered free fragments to the place a new
  *    block needs it: GMLake's virtual memory stitching (Guo et al.,
- *    ASPLOS'24, arXiv:2401.08156; github.com/intelligent-machine-learning/glake)
- *    done through this suite's upstream, which has no handle reuse, so a
- *    stitched page is an unmap here and a map there (cuMemRelease +
- *    cuMemCreate on vmm) and the physical footprint never grows for it.
+ *    ASPLOS'24, arXiv:2401.08156; github.com/intelligent-machine-learning/glake).
+ *    The handles taken move: the budget parks them (cuMemUnmap, the handle
+ *    kept) and the growth maps them under the new block (cuMemMap +
+ *    cuMemSetAccess) wherever one fits a handle it would otherwise create
+ *    without making more handles; what is left is released before anything
+ *    new is created, so the physical footprint never grows for it. An
+ *    upstream that cannot park falls back to unmapping.
  *    When no whole handle is cached, the growth goes over the budget
  *    (over_budget counts it).
  *  - Hysteresis (keep): once the need has not risen for as many allocations
@@ -150,11 +153,10 @@
  * sample traces (peak held 1.009 and 1.010 x requested; docs/cmb.md) */
 #define CMB_SLACK_DEFAULT 0.005
 /* the budget's widening once traffic repeats, as a share of the peak
- * requested (results/sim/cmb-steady/keep): 0.01 makes the LLM decode trace's
- * passes after the second map nothing (2.2 upstream calls a pass without it)
- * and moves no other PyTorch sample trace past its memory goals; 0.015
- * takes the MLP sweep to 1.0211 after 100 passes, 0.03 the transformer to
- * 1.0388 */
+ * requested (results/sim/cmb-steady/keep): 0.01 takes the LLM decode trace
+ * from 2.4 upstream calls a pass after the first to 2 calls in 99 passes and
+ * moves no other PyTorch sample trace past its memory goals; 0.015 takes the
+ * MLP sweep to 1.0211 after 100 passes, 0.03 the transformer to 1.0371 */
 #define CMB_KEEP_DEFAULT "0.01"
 /* pages per handle (one map call): 8 MiB with 2 MiB pages. The fewest calls
  * that keep every PyTorch sample trace within 1.015 x requested in one pass
