@@ -80,6 +80,9 @@ typedef struct cmb_upstream_driver_stats {
     uint64_t set_access;    /* cuMemSetAccess                                 */
     uint64_t mem_unmap;     /* cuMemUnmap                                     */
     uint64_t mem_release;   /* cuMemRelease                                   */
+    /* park is cuMemUnmap of each handle (kept), unpark cuMemMap +
+     * cuMemSetAccess of a kept one, drop_parked cuMemRelease of each: a
+     * handle moved from one place to another costs 3 calls, not 5 */
     uint64_t total;         /* the sum of the above                           */
 } cmb_upstream_driver_stats;
 
@@ -113,7 +116,15 @@ typedef struct cmb_upstream_driver_stats {
  *  event_rerecord   record an event made by event_record again, now on
  *                   `stream` (cudaEventRecord on the same handle): a policy
  *                   that keeps one event per stream, as RMM does, re-records
- *                   it instead of making a new one.
+ *                   it instead of making a new one;
+ *  park, unpark, drop_parked
+ *                   moving physical memory (GMLake's stitching): park unmaps
+ *                   the whole handles (earlier map calls) of a range and
+ *                   keeps them, still held; unpark maps one kept handle of
+ *                   exactly `size` bytes at va (CMB_ERR_NOT_FOUND when none
+ *                   is kept); drop_parked releases every kept handle of at
+ *                   most `size` bytes. No fault is injected: no memory is
+ *                   taken. vmm and sim only (CMB_ERR_UNSUPPORTED elsewhere).
  */
 #define CMB_UPSTREAM_OPS(X)                                                                      \
     X(alloc, (size_t size, cmb_stream stream, void **ptr), (size, stream, ptr), ACCOUNTED)     \
@@ -127,7 +138,10 @@ typedef struct cmb_upstream_driver_stats {
     X(event_destroy, (cmb_event ev), (ev), FORWARDED)                                          \
     X(stream_sync, (cmb_stream stream), (stream), FORWARDED)                                   \
     X(mem_info, (size_t * free_bytes, size_t * total_bytes), (free_bytes, total_bytes), ACCOUNTED) \
-    X(event_rerecord, (cmb_stream stream, cmb_event ev), (stream, ev), FORWARDED)
+    X(event_rerecord, (cmb_stream stream, cmb_event ev), (stream, ev), FORWARDED)              \
+    X(park, (void *va, size_t size), (va, size), ACCOUNTED)                                    \
+    X(unpark, (void *va, size_t size), (va, size), ACCOUNTED)                                  \
+    X(drop_parked, (size_t size), (size), ACCOUNTED)
 
 /* (a, b) -> a, b: splices a parenthesised list into another. */
 #define CMB_UNPAREN(...) __VA_ARGS__

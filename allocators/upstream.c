@@ -20,6 +20,9 @@
 
 /* --- private state --------------------------------------------------------- */
 
+/* distinct handle sizes kept by park() at once */
+#define CMB_PARKED_SIZES 32
+
 typedef struct reservation {
     uintptr_t va;
     size_t size;
@@ -53,6 +56,8 @@ typedef struct upstream_impl {
     int64_t children_held;
     int (*hold)(void *ctx); /* non-zero: stream operations are held back */
     void *hold_ctx;
+    /* handles park() kept, still held, by size (a few sizes at once) */
+    struct { size_t size; uint64_t n; } parked[CMB_PARKED_SIZES];
 } upstream_impl;
 
 static int range_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
@@ -417,6 +422,120 @@ static cmb_status acct_unmap(cmb_upstream *u, void *va, size_t size)
     return CMB_OK;
 }
 
+/* --- moving handles: park, unpark, drop_parked ----------------------------------- */
+
+static uint64_t *parked_slot(upstream_impl *im, size_t size, int make)
+{
+    for (size_t i = 0; i < CMB_PARKED_SIZES; i++)
+        if (im->parked[i].size == size && (im->parked[i].n || make))
+            return &im->parked[i].n;
+    if (make)
+        for (size_t i = 0; i < CMB_PARKED_SIZES; i++)
+            if (!im->parked[i].n) {
+                im->parked[i].size = size;
+                return &im->parked[i].n;
+            }
+    return NULL;
+}
+
+static int page_starts(const reservation *r, size_t p)
+{
+    return (r->starts[p / 8] >> (p % 8)) & 1;
+}
+
+static cmb_status acct_park(cmb_upstream *u, void *va, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    reservation *r;
+    size_t first, pages = size / u->granularity;
+    if (!im->be->park)
+        return CMB_ERR_UNSUPPORTED;
+    cmb_status st = check_page_range(u, va, size, &r, &first);
+    if (st != CMB_OK)
+        return st;
+    size_t end = first + pages, total = r->size / u->granularity;
+    if (!pages_all(r, first, pages, 1) || !page_starts(r, first) ||
+        (end < total && pages_all(r, end, 1, 1) && !page_starts(r, end)))
+        return misuse(u, "park of %p+%zu: not whole mapped handles", va, size);
+    size_t fresh[CMB_PARKED_SIZES], n_fresh = 0, room = 0; /* room for every size first */
+    for (size_t i = 0; i < CMB_PARKED_SIZES; i++)
+        room += !im->parked[i].n;
+    for (size_t p = first, q; p < end; p = q) {
+        for (q = p + 1; q < end && !page_starts(r, q); q++)
+            ;
+        size_t sz = (q - p) * u->granularity, k = 0;
+        while (k < n_fresh && fresh[k] != sz)
+            k++;
+        if (k == n_fresh && !parked_slot(im, sz, 0)) {
+            if (n_fresh == room)
+                return CMB_ERR_HOST_NOMEM; /* too many sizes kept at once */
+            fresh[n_fresh++] = sz;
+        }
+    }
+    if ((st = im->be->park(im->be_state, va, size)) != CMB_OK)
+        return st;
+    for (size_t p = first, q; p < end; p = q) {
+        for (q = p + 1; q < end && !page_starts(r, q); q++)
+            ;
+        (*parked_slot(im, (q - p) * u->granularity, 1))++;
+    }
+    pages_set(r, first, pages, 0);
+    uint64_t handles = take_handles(r, first, pages);
+    u->stats.free_calls++;
+    driver_count(u, &u->driver.mem_unmap, handles);
+    return CMB_OK;
+}
+
+static cmb_status acct_unpark(cmb_upstream *u, void *va, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    reservation *r;
+    size_t first;
+    if (!im->be->unpark)
+        return CMB_ERR_UNSUPPORTED;
+    cmb_status st = check_page_range(u, va, size, &r, &first);
+    if (st != CMB_OK)
+        return st;
+    if (!pages_all(r, first, size / u->granularity, 0))
+        return misuse(u, "unpark at %p+%zu over pages already mapped", va, size);
+    uint64_t *n = parked_slot(im, size, 0);
+    if (!n)
+        return CMB_ERR_NOT_FOUND;
+    if ((st = im->be->unpark(im->be_state, va, size)) != CMB_OK) {
+        u->stats.failed_calls++;
+        return st;
+    }
+    (*n)--;
+    pages_set(r, first, size / u->granularity, 1);
+    r->starts[first / 8] |= (uint8_t)(1u << (first % 8));
+    u->stats.alloc_calls++;
+    driver_count(u, &u->driver.mem_map, 1);
+    driver_count(u, &u->driver.set_access, 1);
+    return CMB_OK;
+}
+
+/* The backend's drop_parked releases one kept handle of exactly `size`. */
+static cmb_status acct_drop_parked(cmb_upstream *u, size_t size)
+{
+    upstream_impl *im = impl_of(u);
+    cmb_status first = CMB_OK;
+    if (!im->be->drop_parked)
+        return CMB_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < CMB_PARKED_SIZES; i++) {
+        while (im->parked[i].n && im->parked[i].size <= size) {
+            cmb_status st = im->be->drop_parked(im->be_state, im->parked[i].size);
+            if (st != CMB_OK && first == CMB_OK)
+                first = st;
+            im->parked[i].n--;
+            held_sub(u, im->parked[i].size);
+            u->stats.free_calls--; /* one call for them all, below */
+            driver_count(u, &u->driver.mem_release, 1);
+        }
+    }
+    u->stats.free_calls++;
+    return first;
+}
+
 static void unmap_all_pages(cmb_upstream *u, reservation *r)
 {
     upstream_impl *im = impl_of(u);
@@ -612,6 +731,10 @@ int64_t cmb_upstream_close(cmb_upstream *u)
         im->be->va_release(im->be_state, (void *)im->res[i].va, im->res[i].size);
         free(im->res[i].mapped);
     }
+    if (im->be->drop_parked)
+        for (size_t i = 0; i < CMB_PARKED_SIZES; i++)
+            for (; im->parked[i].n; im->parked[i].n--)
+                im->be->drop_parked(im->be_state, im->parked[i].size);
     if (im->parent) /* what the unmaps above did not take off already */
         impl_of(im->parent)->children_held -= u->stats.held_current;
     else

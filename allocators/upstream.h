@@ -123,7 +123,9 @@ typedef struct _cmb_backend {
     cmb_status (*open)(const cmb_upstream_config *cfg, void **state, size_t *granularity,
                        size_t *alignment, char *err, size_t errlen);
     void (*close)(void *state);
-    /* the ops of CMB_UPSTREAM_OPS (cmb_upstream.h), on the backend's state */
+    /* the ops of CMB_UPSTREAM_OPS (cmb_upstream.h), on the backend's state;
+     * the backend's drop_parked releases ONE kept handle of exactly `size`
+     * (the accounting layer loops over what its own upstream kept) */
 #define _CMB_BACKEND_FIELD(name, params, args, how) cmb_status (*name)(void *state, CMB_UNPAREN params);
     CMB_UPSTREAM_OPS(_CMB_BACKEND_FIELD)
 #undef _CMB_BACKEND_FIELD

@@ -163,6 +163,25 @@ static cmb_status sim_unmap(void *state, void *va, size_t size)
     return CMB_OK;
 }
 
+/* Moving a handle keeps its memory consumed; dropping one gives it back. */
+static cmb_status sim_park(void *state, void *va, size_t size)
+{
+    (void)state, (void)va, (void)size;
+    return CMB_OK;
+}
+
+static cmb_status sim_unpark(void *state, void *va, size_t size)
+{
+    (void)state, (void)va, (void)size;
+    return CMB_OK;
+}
+
+static cmb_status sim_drop_parked(void *state, size_t size)
+{
+    ((sim_state *)state)->used -= size;
+    return CMB_OK;
+}
+
 /* Sim work completes as soon as it is issued, so events are always done. */
 static cmb_status sim_event_record(void *state, cmb_stream stream, cmb_event *ev)
 {
@@ -230,6 +249,9 @@ const _cmb_backend _cmb_backend_sim = {
     .va_release = sim_va_release,
     .map = sim_map,
     .unmap = sim_unmap,
+    .park = sim_park,
+    .unpark = sim_unpark,
+    .drop_parked = sim_drop_parked,
     .event_record = sim_event_record,
     .event_query = sim_event_query,
     .event_rerecord = sim_event_rerecord,

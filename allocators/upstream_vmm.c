@@ -7,7 +7,9 @@
  * unmap -> cuMemUnmap + cuMemRelease of each handle the range covers, which
  * must be whole (the driver cannot unmap part of a handle). alloc() reserves
  * and maps one handle of the size rounded up to the granularity, which is
- * what cudaMalloc does for large sizes.
+ * what cudaMalloc does for large sizes. park -> cuMemUnmap of each handle,
+ * kept; unpark -> cuMemMap + cuMemSetAccess of a kept handle at a new
+ * address; drop_parked -> cuMemRelease (moving physical memory, GMLake).
  * The granularity is the device's minimum (2 MiB on H100 and H200,
  * measured; see DESIGN.md). Entry points come from cudaGetDriverEntryPoint*.
  */
@@ -37,6 +39,9 @@ typedef struct vmm_state {
     cmb_hashmap sizes;   /* the same va -> the handle's size */
     uint64_t used;       /* physical bytes after rounding */
     uint64_t used_peak;
+    /* handles park() unmapped and kept: still held, mapped again by unpark */
+    struct { CUmemGenericAllocationHandle h; size_t size; } *parked;
+    size_t n_parked, cap_parked;
 } vmm_state;
 
 static cmb_status cu_status(CUresult r)
@@ -100,6 +105,7 @@ static void vmm_close(void *state)
     vmm_state *s = state;
     cmb_hashmap_free(&s->handles);
     cmb_hashmap_free(&s->sizes);
+    free(s->parked);
     free(s);
 }
 
@@ -185,6 +191,93 @@ static cmb_status vmm_unmap(void *state, void *va, size_t size)
     return first_error;
 }
 
+/* park: cuMemUnmap of each whole handle in the range, the handle kept
+ * (GMLake's stitching moves physical memory so, without a release and a
+ * create); unpark: cuMemMap + cuMemSetAccess of a kept handle of exactly
+ * `size` bytes; drop_parked: cuMemRelease of one. */
+static cmb_status vmm_park(void *state, void *va, size_t size)
+{
+    vmm_state *s = state;
+    uintptr_t base = (uintptr_t)va;
+    if (!covers_whole_handles(s, base, size))
+        return CMB_ERR_INVALID;
+    size_t need = 0;
+    for (size_t off = 0; off < size; need++) {
+        uint64_t len = 0;
+        cmb_hashmap_get(&s->sizes, (uint64_t)(base + off), &len);
+        off += (size_t)len;
+    }
+    if (s->n_parked + need > s->cap_parked) {
+        size_t cap = (s->n_parked + need) * 2;
+        void *grown = realloc(s->parked, cap * sizeof *s->parked);
+        if (!grown)
+            return CMB_ERR_HOST_NOMEM;
+        s->parked = grown;
+        s->cap_parked = cap;
+    }
+    cmb_status first_error = CMB_OK;
+    for (size_t off = 0; off < size;) {
+        uint64_t len = 0, h = 0;
+        cmb_hashmap_get(&s->sizes, (uint64_t)(base + off), &len);
+        cmb_hashmap_remove(&s->handles, (uint64_t)(base + off), &h);
+        cmb_hashmap_remove(&s->sizes, (uint64_t)(base + off), NULL);
+        CUresult r = s->cu->cuMemUnmap((CUdeviceptr)(base + off), (size_t)len);
+        if (r == CUDA_SUCCESS) {
+            s->parked[s->n_parked].h = (CUmemGenericAllocationHandle)h;
+            s->parked[s->n_parked++].size = (size_t)len;
+        } else {
+            /* still mapped or lost: give the memory back rather than keep a
+             * handle that cannot be mapped again */
+            s->cu->cuMemRelease((CUmemGenericAllocationHandle)h);
+            account(s, -(int64_t)len);
+            if (first_error == CMB_OK)
+                first_error = cu_status(r);
+        }
+        off += (size_t)len;
+    }
+    return first_error;
+}
+
+static cmb_status vmm_unpark(void *state, void *va, size_t size)
+{
+    vmm_state *s = state;
+    CUdeviceptr at = (CUdeviceptr)(uintptr_t)va;
+    size_t i = s->n_parked;
+    while (i && s->parked[i - 1].size != size)
+        i--;
+    if (!i)
+        return CMB_ERR_NOT_FOUND;
+    CUmemGenericAllocationHandle h = s->parked[i - 1].h;
+    CUresult r = s->cu->cuMemMap(at, size, 0, h, 0);
+    if (r != CUDA_SUCCESS)
+        return cu_status(r);
+    if ((r = s->cu->cuMemSetAccess(at, size, &s->access, 1)) != CUDA_SUCCESS) {
+        s->cu->cuMemUnmap(at, size);
+        return cu_status(r);
+    }
+    if (cmb_hashmap_put(&s->handles, (uint64_t)at, (uint64_t)h) || cmb_hashmap_put(&s->sizes, (uint64_t)at, size)) {
+        cmb_hashmap_remove(&s->handles, (uint64_t)at, NULL);
+        s->cu->cuMemUnmap(at, size);
+        return CMB_ERR_HOST_NOMEM;
+    }
+    s->parked[i - 1] = s->parked[--s->n_parked];
+    return CMB_OK;
+}
+
+static cmb_status vmm_drop_parked(void *state, size_t size)
+{
+    vmm_state *s = state;
+    size_t i = s->n_parked;
+    while (i && s->parked[i - 1].size != size)
+        i--;
+    if (!i)
+        return CMB_ERR_NOT_FOUND;
+    CUresult r = s->cu->cuMemRelease(s->parked[i - 1].h);
+    account(s, -(int64_t)size);
+    s->parked[i - 1] = s->parked[--s->n_parked];
+    return cu_status(r);
+}
+
 static cmb_status vmm_map(void *state, void *va, size_t size)
 {
     vmm_state *s = state;
@@ -254,6 +347,9 @@ const _cmb_backend _cmb_backend_vmm = {
     .va_release = vmm_va_release,
     .map = vmm_map,
     .unmap = vmm_unmap,
+    .park = vmm_park,
+    .unpark = vmm_unpark,
+    .drop_parked = vmm_drop_parked,
     .event_record = _cmb_cuda_event_record,
     .event_query = _cmb_cuda_event_query,
     .event_destroy = _cmb_cuda_event_destroy,

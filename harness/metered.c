@@ -12,7 +12,8 @@
 /* --- counting upstream calls ------------------------------------------------------------------- */
 
 static const char *const up_kind_names[CMB_UPK_COUNT] = {
-    "alloc", "free", "map", "unmap", "va_reserve", "va_release", "event_record", "event_query", "stream_sync"};
+    "alloc", "free", "map", "unmap", "va_reserve", "va_release", "event_record", "event_query", "stream_sync",
+    "park", "unpark", "drop_parked"};
 
 const char *cmb_up_kind_name(cmb_up_kind k)
 {
@@ -54,7 +55,20 @@ COUNTED(event_record, CMB_UPK_EVENT_RECORD, 1, (cmb_upstream * u, cmb_stream s, 
 COUNTED(event_rerecord, CMB_UPK_EVENT_RECORD, 1, (cmb_upstream * u, cmb_stream s, cmb_event ev), (u, s, ev))
 COUNTED(event_query, CMB_UPK_EVENT_QUERY, 1, (cmb_upstream * u, cmb_event ev), (u, ev))
 COUNTED(stream_sync, CMB_UPK_STREAM_SYNC, 1, (cmb_upstream * u, cmb_stream s), (u, s))
+COUNTED(park, CMB_UPK_PARK, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
+COUNTED(unpark, CMB_UPK_UNPARK, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
 #undef COUNTED
+
+/* drop_parked releases every kept handle of at most `size`: counted per
+ * handle released (one cuMemRelease each), at a page each */
+static cmb_status count_drop_parked(cmb_upstream *u, size_t size)
+{
+    uint64_t before = u->driver.mem_release;
+    cmb_status st = counts_of(u)->orig->drop_parked(u, size);
+    for (uint64_t n = u->driver.mem_release - before; n; n--)
+        count(u, CMB_UPK_DROP_PARKED, u->granularity);
+    return st;
+}
 
 static void attach_counts(cmb_metered *mt)
 {
@@ -73,6 +87,9 @@ static void attach_counts(cmb_metered *mt)
     n->ops.event_rerecord = n->orig->event_rerecord ? count_event_rerecord : NULL;
     n->ops.event_query = n->orig->event_query ? count_event_query : NULL;
     n->ops.stream_sync = n->orig->stream_sync ? count_stream_sync : NULL;
+    n->ops.park = n->orig->park ? count_park : NULL;
+    n->ops.unpark = n->orig->unpark ? count_unpark : NULL;
+    n->ops.drop_parked = n->orig->drop_parked ? count_drop_parked : NULL;
     mt->up->ops = &n->ops;
     mt->up_counts = n;
 }

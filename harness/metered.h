@@ -26,7 +26,9 @@ struct cmb_metered;
  * meters were attached (create's initial pool) are not counted. */
 typedef enum cmb_up_kind {
     CMB_UPK_ALLOC, CMB_UPK_FREE, CMB_UPK_MAP, CMB_UPK_UNMAP, CMB_UPK_VA_RESERVE, CMB_UPK_VA_RELEASE,
-    CMB_UPK_EVENT_RECORD, CMB_UPK_EVENT_QUERY, CMB_UPK_STREAM_SYNC, CMB_UPK_COUNT
+    CMB_UPK_EVENT_RECORD, CMB_UPK_EVENT_QUERY, CMB_UPK_STREAM_SYNC,
+    CMB_UPK_PARK, CMB_UPK_UNPARK, CMB_UPK_DROP_PARKED, /* moving handles: per handle for drop */
+    CMB_UPK_COUNT
 } cmb_up_kind;
 
 #define CMB_UP_BUCKETS 48

@@ -28,7 +28,8 @@
 /* Mirrors cmb_cmb_counters in allocators/alloc_cmb.c; the accessor returns
  * its size, checked in counters(). */
 typedef struct cmb_cmb_counters {
-    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, events, syncs, arenas,
+    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, moved, events,
+        syncs, arenas,
         hwm_pages, mapped_pages, cached_pages;
 } cmb_cmb_counters;
 size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out);
@@ -159,7 +160,7 @@ static void options_are_checked(void **state)
     (void)state;
     char err[256];
     static const char *const bad[][2] = {
-        {"bogus", "1"}, {"slack", "-0.1"}, {"slack", "2"}, {"slack", "x"},
+        {"bogus", "1"}, {"slack", "-0.1"}, {"slack", "2"}, {"slack", "x"}, {"keep", "-0.01"}, {"keep", "1.5"},
         {"small_max", "2TiB"}, {"small_max", "many"}, {"fast_bins", "perhaps"},
         {"page", "1MiB"},  /* below the granularity */
         {"page", "6MiB"},  /* not a power of two */
@@ -172,7 +173,7 @@ static void options_are_checked(void **state)
         assert_true(strlen(err) > 0);
     }
     static const char *const good[][2] = {
-        {"slack", "0"}, {"slack", "0.25"}, {"small_max", "0"}, {"small_max", "4MiB"}, {"fast_bins", "false"},
+        {"slack", "0"}, {"slack", "0.25"}, {"keep", "0"}, {"keep", "0.05"}, {"small_max", "0"}, {"small_max", "4MiB"}, {"fast_bins", "false"},
         {"page", "2MiB"}, {"page", "8MiB"}, {"chunk", "0"}, {"chunk", "1"}, {"chunk", "64"},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
@@ -303,6 +304,34 @@ static void live_block_pins_its_handle(void **state)
     close_fx(&f);
 }
 
+/* Stitching moves handles: a growth over the budget parks the cached
+ * handles it takes (cuMemUnmap, the handle kept) and maps them under the new
+ * block (cuMemMap + cuMemSetAccess), creating only what they do not cover:
+ * 6 driver calls here where releasing and creating made 8, and the memory
+ * held never exceeds the budget in between. */
+static void stitching_moves_handles(void **state)
+{
+    (void)state;
+    fx f = open_fx("fast_bins=false:slack=0:keep=0", 0);
+    void *a = get(&f, 8 * MiB, S1);  /* pages 0-3: one handle */
+    void *b = get(&f, 2 * MiB, S1);  /* page 4 */
+    put(&f, a, 8 * MiB, S1);         /* cached; the need's peak is 5 pages */
+    uint64_t total = f.up->driver.total, create = f.up->driver.mem_create;
+    void *c = get(&f, 10 * MiB, S1); /* pages 5-9: needs 5, the budget 6 */
+    cmb_cmb_counters k = counters(&f);
+    assert_int_equal(k.moved, 1);     /* a's handle, under pages 5-8 */
+    assert_int_equal(f.up->driver.mem_create - create, 1); /* page 9 */
+    assert_int_equal(f.up->driver.mem_release, 0);
+    assert_int_equal(f.up->driver.total - total, 1 + 2 + 3);
+    assert_int_equal(RESERVED(&f), 12 * MiB);
+    assert_int_equal(f.up->stats.held_peak, 12 * MiB);
+    assert_true(cmb_upstream_contains(f.up, c, 10 * MiB));
+    assert_false(cmb_upstream_contains(f.up, a, 2 * MiB));
+    put(&f, c, 10 * MiB, S1);
+    put(&f, b, 2 * MiB, S1);
+    close_fx(&f);
+}
+
 /* Stitching: after a checkerboard, the cached pages of the freed blocks are
  * scattered between live blocks; one block of all the remaining memory is
  * still served, by unmapping them and mapping a fresh range. */
@@ -404,8 +433,9 @@ static void budget_bounds_reserved(void **state)
         char opts[64];
         /* chunk=1: every page its own handle, so any cached page can go and
          * the bound is exact (larger handles can be pinned by a live block:
-         * over_budget counts those growths, docs/cmb.md) */
-        snprintf(opts, sizeof opts, "fast_bins=false:chunk=1:slack=%g", slacks[k]);
+         * over_budget counts those growths, docs/cmb.md); keep=0: the budget
+         * does not widen once the traffic repeats (keep_widens_... below) */
+        snprintf(opts, sizeof opts, "fast_bins=false:chunk=1:keep=0:slack=%g", slacks[k]);
         fx f = open_fx(opts, 16ull << 30);
         page_count pc = {0};
         assert_int_equal(cmb_hashmap_init(&pc.refs, 4096), 0);
@@ -672,6 +702,146 @@ static void sample_traces_within_two_percent(void **state)
     }
 }
 
+/* Replays a trace `passes` times (what is live at the end of a pass is
+ * freed, as the replay scenario does) and returns the upstream calls of
+ * passes `from` to the last, and the peak reserved / peak requested. */
+static uint64_t replay_calls(const char *path, const char *options, int passes, int from, double *ratio)
+{
+    cmb_trace_reader r;
+    cmb_trace_event ev;
+    char err[640];
+    fx f = open_fx(options, 80ull << 30);
+    void **ptr = NULL;
+    size_t *sz = NULL, n_ptr = 0;
+    int64_t live = 0, peak = 0;
+    uint64_t calls_before = 0;
+    for (int pass = 0; pass < passes; pass++) {
+        if (pass == from)
+            calls_before = f.up->stats.alloc_calls + f.up->stats.free_calls;
+        if (cmb_trace_open(&r, path, err, sizeof err))
+            fail_msg("%s", err);
+        int rc;
+        while ((rc = cmb_trace_next(&r, &ev, err, sizeof err)) == 1) {
+            if (ev.op == CMB_TRACE_SYNC)
+                continue;
+            if (ev.slot >= n_ptr) {
+                size_t n = (ev.slot + 1) * 2;
+                ptr = realloc(ptr, n * sizeof *ptr);
+                sz = realloc(sz, n * sizeof *sz);
+                memset(ptr + n_ptr, 0, (n - n_ptr) * sizeof *ptr);
+                n_ptr = n;
+            }
+            cmb_stream s = (cmb_stream)(uintptr_t)(ev.stream + 1);
+            if (ev.op == CMB_TRACE_ALLOC) {
+                ptr[ev.slot] = get(&f, ev.size, s);
+                sz[ev.slot] = ev.size;
+                live += (int64_t)ev.size;
+                peak = live > peak ? live : peak;
+            } else {
+                put(&f, ptr[ev.slot], ev.size, s);
+                ptr[ev.slot] = NULL;
+                live -= (int64_t)ev.size;
+            }
+        }
+        assert_int_equal(rc, 0);
+        cmb_trace_close(&r);
+        for (size_t i = 0; i < n_ptr; i++) /* the pass's leftovers */
+            if (ptr[i]) {
+                put(&f, ptr[i], sz[i], S1);
+                live -= (int64_t)sz[i];
+                ptr[i] = NULL;
+            }
+    }
+    uint64_t calls = f.up->stats.alloc_calls + f.up->stats.free_calls - calls_before;
+    *ratio = (double)f.up->stats.held_peak / (double)peak;
+    free(ptr);
+    free(sz);
+    close_fx(&f);
+    return calls;
+}
+
+/* The budget's hysteresis (keep): the LLM decode loop, replayed again and
+ * again, moves pages back and forth every pass under a budget of
+ * (1 + slack) x its peak need; once its need has stopped rising the budget
+ * widens by what the growths map, so from the fourth pass on nothing is
+ * mapped or unmapped, and the peak stays within (1 + keep) x requested plus
+ * what the first pass held. Without the widening (keep=0) every pass calls. */
+static void keep_stops_pages_circulating(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/samples/torch_llm_decode.trace", cmb_test_src());
+    if (!cmb_test_exists(path)) {
+        print_message("torch_llm_decode.trace: not in this tree\n");
+        skip();
+    }
+    double r0, r1;
+    uint64_t without = replay_calls(path, "keep=0", 10, 3, &r0);
+    uint64_t with = replay_calls(path, NULL, 10, 3, &r1);
+    print_message("passes 4-10: %llu upstream calls with keep=0 (peak %.4f x requested), %llu with the default (%.4f)\n",
+                  (unsigned long long)without, r0, (unsigned long long)with, r1);
+    assert_true(without > 0);
+    assert_int_equal(with, 0);
+    assert_true(r1 <= 1.02);
+}
+
+/* The widening waits until the need has stopped rising for as long as it
+ * took to reach its peak, and stops at (1 + keep) x the peak requested:
+ * a growing sequence keeps the plain budget, a repeated one widens. */
+static void keep_waits_for_a_steady_need(void **state)
+{
+    (void)state;
+    /* slack=0, a page per handle: the plain budget is exactly the peak need */
+    fx f = open_fx("fast_bins=false:chunk=1:slack=0:keep=0.5", 0);
+    void *p[8];
+    /* the need rises with every allocation: no widening */
+    for (int i = 0; i < 8; i++)
+        p[i] = get(&f, 4 * MiB, S1);
+    assert_int_equal(counters(&f).widened, 0);
+    for (int i = 0; i < 8; i += 2)
+        put(&f, p[i], 4 * MiB, S1);
+    /* 8 allocations without a new peak need (the bins are off: best fit
+     * serves them from the freed blocks) */
+    for (int k = 0; k < 8; k++) {
+        void *q = get(&f, 4 * MiB, S1);
+        put(&f, q, 4 * MiB, S1);
+    }
+    assert_int_equal(counters(&f).widened, 0);
+    /* a block no free block fits: the need is steady, so the growth widens
+     * the budget instead of unmapping the cached 4 MiB blocks */
+    uint64_t unmaps = counters(&f).unmap_calls;
+    void *big = get(&f, 8 * MiB, S1);
+    cmb_cmb_counters c = counters(&f);
+    assert_true(c.widened > 0);
+    assert_int_equal(c.unmap_calls, unmaps);
+    assert_int_equal(c.budget_unmaps, 0);
+    /* never above (1 + keep) x the peak requested */
+    cmb_alloc_stats st = stats(&f);
+    assert_true((double)st.reserved.peak <= 1.5 * (double)st.requested.peak + PAGE);
+    put(&f, big, 8 * MiB, S1);
+    for (int i = 1; i < 8; i += 2)
+        put(&f, p[i], 4 * MiB, S1);
+    close_fx(&f);
+
+    /* keep=0, the same sequence: the growth unmaps cached pages instead */
+    fx g = open_fx("fast_bins=false:chunk=1:slack=0:keep=0", 0);
+    for (int i = 0; i < 8; i++)
+        p[i] = get(&g, 4 * MiB, S1);
+    for (int i = 0; i < 8; i += 2)
+        put(&g, p[i], 4 * MiB, S1);
+    for (int k = 0; k < 8; k++) {
+        void *q = get(&g, 4 * MiB, S1);
+        put(&g, q, 4 * MiB, S1);
+    }
+    big = get(&g, 8 * MiB, S1);
+    assert_int_equal(counters(&g).widened, 0);
+    assert_true(counters(&g).budget_unmaps > 0);
+    put(&g, big, 8 * MiB, S1);
+    for (int i = 1; i < 8; i += 2)
+        put(&g, p[i], 4 * MiB, S1);
+    close_fx(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -684,6 +854,7 @@ int main(void)
         cmocka_unit_test(fast_bin_and_coalescing),
         cmocka_unit_test(growth_maps_only_missing_pages),
         cmocka_unit_test(checkerboard_then_one_large_block),
+        cmocka_unit_test(stitching_moves_handles),
         cmocka_unit_test(oom_releases_cache_and_retries),
         cmocka_unit_test(bad_frees_are_refused),
         cmocka_unit_test(budget_bounds_reserved),
@@ -692,6 +863,8 @@ int main(void)
         cmocka_unit_test(cross_stream_free_needs_both),
         cmocka_unit_test(unmapping_waits_for_order),
         cmocka_unit_test(sample_traces_within_two_percent),
+        cmocka_unit_test(keep_stops_pages_circulating),
+        cmocka_unit_test(keep_waits_for_a_steady_need),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,7 +38,8 @@
 
 /* Mirrors cmb_cmb_counters in allocators/alloc_cmb.c (size checked). */
 typedef struct cmb_cmb_counters {
-    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, events, syncs, arenas,
+    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, moved, events,
+        syncs, arenas,
         hwm_pages, mapped_pages, cached_pages;
 } cmb_cmb_counters;
 size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out);

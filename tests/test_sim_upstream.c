@@ -136,6 +136,55 @@ static void driver_calls_by_kind(void **state)
     assert_int_equal(cmb_upstream_close(u), 0);
 }
 
+/* Moving handles: park unmaps whole handles and keeps them held (one
+ * cuMemUnmap each), unpark maps a kept one of exactly that size elsewhere
+ * (cuMemMap + cuMemSetAccess), drop_parked releases what is left (one
+ * cuMemRelease each); no create, no release for a handle that moves. */
+static void handles_move(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(64u << 20, (cmb_fault_spec){0});
+    const size_t g = u->granularity;
+    void *va;
+    assert_int_equal(cmb_up_va_reserve(u, 16 * g, &va), CMB_OK);
+    char *b = va;
+    assert_int_equal(cmb_up_map(u, b, 2 * g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, b + 2 * g, g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, b + 3 * g, g), CMB_OK);
+    assert_int_equal(cmb_up_park(u, b, g), CMB_ERR_INVALID);          /* half a handle: misuse */
+    assert_int_equal(cmb_up_park(u, b + 8 * g, g), CMB_ERR_INVALID);  /* not mapped: misuse */
+    uint64_t total = u->driver.total;
+    assert_int_equal(cmb_up_park(u, b, 3 * g), CMB_OK);               /* two handles */
+    assert_int_equal(u->driver.mem_unmap, 2);
+    assert_int_equal(u->driver.mem_release, 0);
+    assert_int_equal(u->stats.held_current, (int64_t)(4 * g));        /* still held */
+    assert_false(cmb_upstream_contains(u, b, g));
+    assert_int_equal(cmb_up_unpark(u, b + 8 * g, 4 * g), CMB_ERR_NOT_FOUND); /* no such size kept */
+    assert_int_equal(cmb_up_unpark(u, b + 8 * g, 2 * g), CMB_OK);
+    assert_int_equal(cmb_up_unpark(u, b + 8 * g, 2 * g), CMB_ERR_INVALID);   /* mapped there now */
+    assert_true(cmb_upstream_contains(u, b + 8 * g, 2 * g));
+    assert_int_equal(u->driver.mem_create, 3);
+    assert_int_equal(u->driver.mem_map, 4);
+    assert_int_equal(u->driver.set_access, 4);
+    assert_int_equal(cmb_up_drop_parked(u, SIZE_MAX), CMB_OK);          /* the 1-page handle */
+    assert_int_equal(u->driver.mem_release, 1);
+    assert_int_equal(u->driver.total - total, 2 + 2 + 1);
+    assert_int_equal(u->stats.held_current, (int64_t)(3 * g));
+    assert_int_equal(cmb_upstream_device_used(u), 3 * g);
+    assert_int_equal(cmb_up_unpark(u, b, g), CMB_ERR_NOT_FOUND);
+    /* the moved handle is an ordinary one: unmapped whole, then released */
+    assert_int_equal(cmb_up_unmap(u, b + 8 * g, 2 * g), CMB_OK);
+    assert_int_equal(u->driver.mem_release, 2);
+    assert_int_equal(cmb_up_unmap(u, b + 3 * g, g), CMB_OK);
+    assert_int_equal(u->stats.held_current, 0);
+    /* what is kept at close is held: a leak */
+    assert_int_equal(cmb_up_map(u, b, g), CMB_OK);
+    assert_int_equal(cmb_up_park(u, b, g), CMB_OK);
+    assert_int_equal(cmb_up_va_release(u, va, 16 * g), CMB_OK);
+    assert_int_equal(cmb_upstream_misuse_count(u), 3);
+    assert_int_equal(cmb_upstream_close(u), (int64_t)g);
+}
+
 static int count_failures(cmb_upstream *u, int requests)
 {
     int failed = 0;
@@ -274,6 +323,8 @@ static void ops_table_keeps_the_abi_order(void **state)
         offsetof(cmb_upstream_ops, event_record), offsetof(cmb_upstream_ops, event_query),
         offsetof(cmb_upstream_ops, event_destroy), offsetof(cmb_upstream_ops, stream_sync),
         offsetof(cmb_upstream_ops, mem_info),     offsetof(cmb_upstream_ops, event_rerecord),
+        offsetof(cmb_upstream_ops, park),         offsetof(cmb_upstream_ops, unpark),
+        offsetof(cmb_upstream_ops, drop_parked),
     };
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
         assert_int_equal(at[i], i * sizeof(void (*)(void)));
@@ -311,6 +362,7 @@ int main(void)
         cmocka_unit_test(misuse_is_refused_and_counted),
         cmocka_unit_test(vmm_pages),
         cmocka_unit_test(driver_calls_by_kind),
+        cmocka_unit_test(handles_move),
         cmocka_unit_test(fault_nth_and_every),
         cmocka_unit_test(fault_random_is_seeded),
         cmocka_unit_test(fault_capacity_cap),

@@ -136,6 +136,13 @@ KNOWN += [
        "upstream map calls the policy made while metered (docs/costs.md)."),
     _M("up_unmap_calls", "upstream unmap calls", "count", "",
        "upstream unmap calls the policy made while metered (docs/costs.md)."),
+    _M("up_park_calls", "upstream park calls", "count", "",
+       "upstream park calls (handles unmapped and kept, to be mapped elsewhere) the policy made while metered "
+       "(docs/costs.md)."),
+    _M("up_unpark_calls", "upstream unpark calls", "count", "",
+       "upstream unpark calls (a kept handle mapped at a new address) the policy made while metered (docs/costs.md)."),
+    _M("up_drop_parked_handles", "kept handles released", "count", "",
+       "kept handles the policy released with drop_parked while metered (docs/costs.md)."),
     _M("up_va_reserve_calls", "upstream va_reserve calls", "count", "",
        "upstream va_reserve calls the policy made while metered (docs/costs.md)."),
     _M("up_va_release_calls", "upstream va_release calls", "count", "",
