@@ -225,7 +225,7 @@ const cmb_allocator_entry *cmb_real_resolve(const cmb_real_info *ri, char *why, 
     resolved *st = state_of(ri);
     if (!st->done) {
         st->done = 1;
-        st->entry = (cmb_allocator_entry){ri->name, NULL, ri->defaults, NULL, NULL};
+        st->entry = (cmb_allocator_entry){ri->name, NULL, ri->defaults, NULL, NULL, NULL};
         char where[PATH_MAX];
         if (!locate(ri, where, sizeof where)) {
             snprintf(st->why, sizeof st->why, "plug-in %s not built (looked in $%s and %s): %s", ri->plugin,

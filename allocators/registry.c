@@ -31,14 +31,14 @@ int _cmb_cupy_walk(const void *state, cmb_walk *w);
 int _cmb_tc_walk(const void *state, cmb_walk *w);
 
 static const cmb_allocator_entry entries[] = {
-    {"cuda", &cmb_cuda_methods, "", NULL, NULL},
-    {"cuda-async", &cmb_cuda_async_methods, "pool=default:release_threshold=0", NULL, NULL},
+    {"cuda", &cmb_cuda_methods, "", NULL, NULL, NULL},
+    {"cuda-async", &cmb_cuda_async_methods, "pool=default:release_threshold=0", NULL, NULL, NULL},
     {"cuda-async-retain", &cmb_cuda_async_methods, "pool=own:release_threshold=max",
-     "cudaMallocAsync on its own pool, release threshold UINT64_MAX (RMM's cuda_async default)", NULL},
-    {"managed", &cmb_managed_methods, "", NULL, NULL},
-    {"cub", &cmb_cub_methods, "", NULL, NULL},
+     "cudaMallocAsync on its own pool, release threshold UINT64_MAX (RMM's cuda_async default)", NULL, NULL},
+    {"managed", &cmb_managed_methods, "", NULL, NULL, NULL},
+    {"cub", &cmb_cub_methods, "", NULL, NULL, NULL},
     {"cub-1g", &cmb_cub_methods, "bin_growth=8:min_bin=3:max_bin=10:max_cached_bytes=unlimited",
-     "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit", NULL},
+     "CUB CachingDeviceAllocator with bins up to 1 GiB (8^10) and no cache limit", NULL, NULL},
     {"torch-caching", &cmb_torch_caching_methods, "", NULL, "PyTorch CUDACachingAllocator", _cmb_tc_walk},
     {"torch-expandable", &cmb_torch_expandable_methods, "", NULL,
      "PyTorch CUDACachingAllocator, expandable_segments:True", _cmb_tc_walk},
@@ -51,7 +51,7 @@ static const cmb_allocator_entry entries[] = {
      "TensorFlow/XLA BFCAllocator", _cmb_bfc_walk},
     {"cupy", &cmb_cupy_methods, "", NULL, "CuPy MemoryPool", _cmb_cupy_walk},
     {"buddy", &cmb_buddy_methods, "", NULL, NULL, _cmb_buddy_walk},
-    {"cmb", &cmb_cmb_methods, "", NULL, NULL},
+    {"cmb", &cmb_cmb_methods, "", NULL, NULL, NULL},
 };
 
 size_t cmb_allocator_count(void)
