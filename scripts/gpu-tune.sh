@@ -21,8 +21,13 @@
 # CUDA_ARCHS=90-real; those files are all a GPU machine needs, about 6 MB,
 # without the tests' binaries) and the GPU's PyTorch and
 # torchvision; builds nothing. Each process runs under a 100-second limit and
-# no new one starts after CMB_TUNE_BUDGET seconds (default 420): about 8
-# minutes on an H100. OUT_DIR receives tune.md and tune.json (commit them
+# no new one starts after CMB_TUNE_BUDGET seconds (default 420). The recorded
+# and the recommended setting run in CMB_TUNE_PROCS processes each (default
+# 4: with two, ResNet-50's settings seemed 2.3 ms apart, which six processes
+# each showed to be the spread between processes; results/nvidia-h200/
+# time-model-convnet), CMB_TUNE_ROUNDS rounds each (default 5); CMB_TUNE_WORKLOADS
+# picks the programs (default all three; one call of 10 minutes holds about
+# two: run the third in a second call into another OUT_DIR). OUT_DIR receives tune.md and tune.json (commit them
 # under results/<gpu>/tune/), each step's JSON and log, the snapshots, and
 # each program's front as a figure where gnuplot is found.
 # Exit status: 0 when every run finished as expected, 1 when one did not,
@@ -46,7 +51,7 @@ export CMB_PLUGGABLE_LIB="$lib" PYTHONPATH="$root/python:$root/scripts${PYTHONPA
 cd "$root" || exit 2
 budget=${CMB_TUNE_BUDGET:-420}
 rounds=${CMB_TUNE_ROUNDS:-5}
-procs=${CMB_TUNE_PROCS:-2}
+procs=${CMB_TUNE_PROCS:-4}
 workloads=${CMB_TUNE_WORKLOADS:-transformer convnet llm-decode}
 case $procs in '' | *[!0-9]* | 0) echo "$0: CMB_TUNE_PROCS must be a positive count" >&2; exit 2 ;; esac
 export CMB_TUNE_PROCS=$procs CMB_TUNE_ROUNDS=$rounds CMB_TUNE_WORKLOADS="$workloads"
@@ -103,20 +108,14 @@ one() { # WORKLOAD
             wrapped "$wl.recommended$sfx" "$rec" "$b" "$wl" || rc=1
         fi
     done
+    # the recorded setting on the budget (out of memory expected), before the next program: a
+    # program's evidence is whole, or the next program is not started
+    wrapped "$wl.recorded-on-budget" "$old" "$b" "$wl"
+    left && "$bin" tune "$out/$wl.pickle" --budget "$b" >"$out/$wl.tune.txt" 2>/dev/null # the text a user reads
 }
 
 for wl in $workloads; do
     one "$wl"
-done
-for wl in $workloads; do # the recorded setting on the budget: out of memory expected
-    [ -r "$out/$wl.tune.json" ] || continue
-    wrapped "$wl.recorded-on-budget" "$(field "$out/$wl.tune.json" 'd["recorded"]["run_setting"]')" \
-        "$(field "$out/$wl.tune.json" 'd["budget_bytes"]')" "$wl"
-done
-for wl in $workloads; do # the text a user reads (CPU only)
-    [ -r "$out/$wl.tune.json" ] && left || continue
-    "$bin" tune "$out/$wl.pickle" --budget "$(field "$out/$wl.tune.json" 'd["budget_bytes"]')" \
-        >"$out/$wl.tune.txt" 2>/dev/null
 done
 
 "$py" - "$out" <<'PY' || rc=1
