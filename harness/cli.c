@@ -274,7 +274,8 @@ static const cmb_cli_option options[] = {
              "churn and replay)"},
     {.name = "--timeline-points", .metavar = "N", .set = set_unsigned, OFF(timeline_points),
      .lo = CMB_TIMELINE_MIN_POINTS, .hi = CMB_TIMELINE_MAX_POINTS,
-     .help = "at most N samples per timeline (default 512)"},
+     .help = "at most N samples per timeline (default 512); a case's\nsegments file stays under max(1, N/512) "
+             "MiB, at most 64"},
     {.name = "--explain-oom", .set = set_explain_oom, OFF(explain_oom),
      .help = "explain the first failed allocation of a case that does\nnot fit (the same as CMB_EXPLAIN_OOM=1; "
              "docs/explain.md)"},
