@@ -24,6 +24,11 @@ config() { # name env spec [traces]
     done
 }
 config base "X=1" cmb
+# where each large block goes, pass by pass (ALLOC lines), 4 passes
+d="$OUT/placements/torch_transformer_sweep-4"; rm -rf "$d"
+CMB_DBG_ALLOC=1 "$BUILD/cumembench" --mode sim --scenario replay --allocator cmb \
+    --param trace="$ROOT/traces/samples/torch_transformer_sweep.trace" --param passes=4 --param find_min_capacity=false \
+    --repetitions 1 --out "$d" >/dev/null 2>&1 || echo "run.sh: placements failed" >&2
 config recall "CMB_RECALL=1" cmb
 config low-tie "CMB_LOW_TIE=1" cmb
 config no-reclaim-steady "CMB_NORECLAIM_STEADY=1" cmb

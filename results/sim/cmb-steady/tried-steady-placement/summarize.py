@@ -28,12 +28,39 @@ def growths(d, per_pass):
     return out
 
 
+def placements(d, per_pass):
+    """Where the slow path put the blocks at a few places of each pass (ALLOC
+    lines of the patch: allocations so far, bytes, recalled, address, ...),
+    as MiB above the lowest large block of the run. Fast-bin hits print no
+    line."""
+    at = {}
+    with open(os.path.join(d, "run.log"), errors="replace") as f:
+        for line in f:
+            if line.startswith("ALLOC "):
+                v = line.split()[1:]
+                n, size, ptr = int(v[0]), int(v[1]), int(v[3], 16)
+                if size >= 1 << 20:
+                    at[((n - 1) // per_pass, (n - 1) % per_pass + 1)] = (size, ptr)
+    low = min(p for _, p in at.values())
+    picks = [15, 17, 19, 11397, 11398, 11403, 11413, 11928, 12453]
+    md = ["", "Where `base` put a few blocks of torch_transformer_sweep, pass by pass (MiB above the lowest large "
+          "block of a 4-pass run; the same allocation of the trace each column; `-` a fast-bin hit, which prints "
+          "no line). The first three are parameters or optimizer state (alive to the end of the pass), the rest the "
+          "allocations that grow in every steady pass (table above).", "",
+          "| pass | " + " | ".join(f"allocation {i} ({at.get((0, i), (0, 0))[0] / 2**20:.2f} MiB)" for i in picks) + " |",
+          "|---|" + "---|" * len(picks)]
+    for p in range(4):
+        cells = [f"{(at[(p, i)][1] - low) / 2**20:.0f}" if (p, i) in at else "-" for i in picks]
+        md.append(f"| {p + 1} | " + " | ".join(cells) + " |")
+    return md
+
+
 def main(out_dir, md_path, csv_path):
     rows, md = [], []
     md.append("| configuration | trace | reserved/requested, 1 pass | 100 passes | upstream calls a pass "
               "after the first | driver calls, 100 passes | growths a pass, passes 2-25 / 26-50 / 51-75 / 76-100 |")
     md.append("|---|---|---|---|---|---|---|")
-    configs = sorted(os.listdir(out_dir), key=lambda c: (c != "base", c))
+    configs = sorted((c for c in os.listdir(out_dir) if c != "placements"), key=lambda c: (c != "base", c))
     for c in configs:
         for t in TRACES:
             d1, d100 = (os.path.join(out_dir, c, f"{t}-{p}") for p in (1, 100))
@@ -66,6 +93,7 @@ def main(out_dir, md_path, csv_path):
     for x in growths(base, per):
         if x[0] == 49:
             md.append(f"| {x[1] + 1} | {x[2] / 2**20:.2f} | {x[3]} | {x[4]} | {x[5]} | {x[7]} |")
+    md += placements(os.path.join(out_dir, "placements", "torch_transformer_sweep-4"), per)
     with open(md_path, "w") as f:
         f.write("\n".join(md) + "\n")
     with open(csv_path, "w", newline="") as f:
