@@ -11,6 +11,7 @@
  * left to repair, the same cases); a document cmb_results_parse_json
  * accepts reads back equal from jansson's own dump. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,14 +28,33 @@ static void check(int ok, const char *what)
     }
 }
 
+static char work_dir[64];
+
+/* The directory's files (flat: the inputs and what the checks wrote), then itself. */
+static void remove_dir(void)
+{
+    DIR *d = opendir(work_dir);
+    struct dirent *e;
+    char path[384];
+    while (d && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", work_dir, e->d_name);
+            unlink(path);
+        }
+    }
+    if (d)
+        closedir(d);
+    rmdir(work_dir);
+}
+
 static const char *dir(void)
 {
-    static char path[64];
-    if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/fuzz-results-XXXXXX");
-        check(mkdtemp(path) != NULL, "a directory to work in");
+    if (!work_dir[0]) {
+        snprintf(work_dir, sizeof work_dir, "/tmp/fuzz-results-XXXXXX");
+        check(mkdtemp(work_dir) != NULL, "a directory to work in");
+        atexit(remove_dir);
     }
-    return path;
+    return work_dir;
 }
 
 static void put(const char *file, const uint8_t *data, size_t len)
