@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""cmb_steady_table.py REPLAY_CSV [CHURN_CSV] - the tables of
+"""cmb_steady_table.py REPLAY_CSV[,REPLAY_CSV...] [CHURN_CSV] - the tables of
 scripts/gpu-cmb-steady.sh: per sample trace and allocator, at passes=1 and
 passes=100, reserved/requested (peaks), the smallest device (sim), upstream
 calls (upstream_allocs + upstream_frees), driver calls (driver_calls), and
 the calls each pass after the first costs ((passes=100 - passes=1) / 99);
 then churn's checkerboard capacity_ratio; then issue 26's goals for cmb,
 checked on every PyTorch sample trace (torch_*) against torch-expandable.
-Medians over repetitions."""
+Medians over repetitions. Several replay runs (the parts of one sweep run in
+separate calls) are read as one; an allocator's upstream suffix (cmb@vmm)
+counts as that allocator for the goals."""
 import csv
 import os
 import statistics
@@ -25,9 +27,13 @@ def param(params, key):
     return ""
 
 
+MODES = set()
+
+
 def load(path):
     cells, failed = defaultdict(lambda: defaultdict(list)), []
     for r in csv.DictReader(open(path, newline="")):
+        MODES.add(r.get("mode", ""))
         if r["status"] not in ("ok", "oom"):
             failed.append(f"{cmb_schema.label(r)} {r['params']}: {r['status']} {r['error']}")
             continue
@@ -62,15 +68,39 @@ def per(a, b):
     return None if a is None or b is None else (b - a) / 99
 
 
+def spread(v):
+    return f"{statistics.median(v):.4f} [{min(v):.4f}–{max(v):.4f}]" if v else "—"
+
+
+def times(rows):
+    """The replay's time_s per trace, allocator and passes: median [min-max]
+    over repetitions, and each allocator's median against torch-expandable's.
+    On a GPU the replay's measured time; in sim, the policy's bookkeeping."""
+    what = "GPU replay time_s" if MODES == {"gpu"} else "time_s (sim bookkeeping)"
+    print(f"\n| trace | allocator | {what}, 1 pass | 100 passes | x torch-expandable, 1 pass | 100 passes |")
+    print("|---|---|---|---|---|---|")
+    for (trace, label) in sorted(rows):
+        by = rows[(trace, label)]
+        exp = next((rows[k] for k in sorted(rows) if k[0] == trace and k[1].split("@")[0] == "torch-expandable"), {})
+        cols = []
+        for n in ("1", "100"):
+            v, e = by.get(n, {}).get("time_s"), exp.get(n, {}).get("time_s")
+            cols.append((spread(v), f"{statistics.median(v) / statistics.median(e):.2f}" if v and e else "—"))
+        print(f"| {trace} | {label} | {cols[0][0]} | {cols[1][0]} | {cols[0][1]} | {cols[1][1]} |")
+
+
 def goals(rows, out):
     """Issue 26's goals for cmb on the PyTorch sample traces: one line per
     goal and trace, the measured values and met / NOT met."""
     out.append("\n| goal (issue 26) | trace | cmb | torch-expandable | met |")
     out.append("|---|---|---|---|---|")
-    traces = sorted({t for (t, label) in rows if t.startswith("torch_") and label == "cmb"})
+    def named(t, name):  # the row of allocator NAME on trace T, with or without "@upstream"
+        return next((rows[k] for k in sorted(rows) if k[0] == t and k[1].split("@")[0] == name), None)
+
+    traces = sorted({t for (t, label) in rows if t.startswith("torch_") and label.split("@")[0] == "cmb"})
     n_met = n_all = 0
     for t in traces:
-        c, e = rows[(t, "cmb")], rows.get((t, "torch-expandable"), {})
+        c, e = named(t, "cmb"), named(t, "torch-expandable") or {}
         c1, c100, e1, e100 = c.get("1", {}), c.get("100", {}), e.get("1", {}), e.get("100", {})
         # the call goal names four workloads: none for the others (serving)
         lim = 50 if t.startswith("torch_transformer") else (
@@ -80,7 +110,7 @@ def goals(rows, out):
             ("reserved/requested, 100 passes <= 1.02", ratio(c100), ratio(e100), lambda v, x: v <= 1.02, ".4f"),
             ("smallest device MiB <= torch-expandable's", mib(c1), mib(e1), lambda v, x: x is not None and v <= x, ".0f"),
             (f"upstream calls per pass after the first <= {lim}", per(calls(c1), calls(c100)),
-             per(calls(e1), calls(e100)), lambda v, x: v <= lim, ".1f"),
+             per(calls(e1), calls(e100)), lambda v, x: v <= lim, ".2f"),
             ("driver calls, 100 passes <= 2 x torch-expandable's", med(c100, "driver_calls"),
              med(e100, "driver_calls"), lambda v, x: x is not None and v <= 2 * x, ".0f"),
         ]
@@ -97,8 +127,14 @@ def goals(rows, out):
 
 def main():
     if len(sys.argv) not in (2, 3):
-        sys.exit("usage: cmb_steady_table.py REPLAY_CSV [CHURN_CSV]")
-    cells, failed = load(sys.argv[1])
+        sys.exit("usage: cmb_steady_table.py REPLAY_CSV[,REPLAY_CSV...] [CHURN_CSV]")
+    cells, failed = defaultdict(lambda: defaultdict(list)), []
+    for path in sys.argv[1].split(","):
+        c, f = load(path)
+        failed += f
+        for key, cell in c.items():
+            for m, v in cell.items():
+                cells[key][m] += v
     rows = defaultdict(dict)  # (trace, label) -> passes -> cell
     for (label, params), cell in cells.items():
         rows[(os.path.basename(param(params, "trace")), label)][param(params, "passes")] = cell
@@ -122,6 +158,7 @@ def main():
         for (label, params), cell in sorted(churn.items()):
             r, q = med(cell, "churn_peak_reserved_bytes"), med(cell, "churn_peak_requested_bytes")
             print(f"| {label} | max_size={param(params, 'max_size')} | {f(med(cell, 'capacity_ratio'), '.4f')} | {f(r / q if r and q else None, '.4f')} |")
+    times(rows)
     g = []
     goals(rows, g)
     print("\n".join(g))

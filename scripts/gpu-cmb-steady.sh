@@ -39,7 +39,12 @@
 #   OUT_DIR/log.txt   everything the runs printed
 # CMB_STEADY_PARTS (default "e2e" on a GPU, "replay" with --sim) picks the
 # parts: the replays over vmm ("replay") go in a separate call into the
-# same OUT_DIR.
+# same OUT_DIR. CMB_STEADY_TRACES (names under traces/samples, comma-separated;
+# default all) and CMB_STEADY_REPS (default 3 on a GPU, 1 in sim) split the
+# replay part: on an H200 all seven traces at 3 repetitions take over 10
+# minutes (the serving trace's 100 passes, 23.6M events, about 75 s a
+# repetition under cmb@vmm); give each part its own OUT_DIR and join the
+# tables with cmb_steady_table.py A/replay/results.csv,B/replay/results.csv.
 # Exit status: 0 when everything ran, 1 when a case or run failed, 2 on bad
 # usage, no GPU or no PyTorch (GPU mode).
 set -u
@@ -56,17 +61,27 @@ elif [ $# -gt 0 ]; then
     exit 2
 fi
 cd "$(dirname "$0")/.." || exit 2
-traces=$(ls traces/samples/*.trace | paste -sd, -)
+if [ -n "${CMB_STEADY_TRACES:-}" ]; then
+    traces=
+    for t in $(echo "$CMB_STEADY_TRACES" | tr , ' '); do
+        [ -f "traces/samples/$t" ] || { echo "$0: CMB_STEADY_TRACES: no traces/samples/$t" >&2; exit 2; }
+        traces="${traces:+$traces,}traces/samples/$t"
+    done
+else
+    traces=$(ls traces/samples/*.trace | paste -sd, -)
+fi
 [ -n "$traces" ] || { echo "$0: no traces/samples/*.trace" >&2; exit 2; }
 if [ $mode = gpu ]; then parts=${CMB_STEADY_PARTS:-e2e}; else parts=${CMB_STEADY_PARTS:-replay}; fi
 case " $parts " in *" replay "* | *" e2e "*) ;; *) echo "$0: CMB_STEADY_PARTS='$parts': expected replay and/or e2e" >&2; exit 2 ;; esac
 runs=${CMB_STEADY_RUNS:-3}
+reps=${CMB_STEADY_REPS:-}
 budget=${CMB_STEADY_BUDGET:-420}
-case "$runs$budget" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS and CMB_STEADY_BUDGET must be numbers" >&2; exit 2 ;; esac
+case "$runs$budget$reps" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_STEADY_BUDGET and CMB_STEADY_REPS must be numbers" >&2; exit 2 ;; esac
+[ "${reps:-1}" -gt 0 ] || { echo "$0: CMB_STEADY_REPS must be at least 1" >&2; exit 2; }
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
     find_min=false
-    reps=3
+    reps=${reps:-3}
     lib="$build/pluggable/libcmb_pluggable.so"
     [ -f "$lib" ] || { echo "$0: $lib is missing: build it (make build)" >&2; exit 2; }
     # the replays above need the GPU only; the programs need PyTorch with it
@@ -77,7 +92,7 @@ if [ $mode = gpu ]; then
 else
     allocators="cmb,torch-expandable,torch-caching"
     find_min=true
-    reps=1
+    reps=${reps:-1}
 fi
 log="$out/log.txt"
 : >"$log"

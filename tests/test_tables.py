@@ -116,5 +116,44 @@ class Rankings(unittest.TestCase):
         self.assertRegex(out, r"- churn: left out of the ranking, served less than the others .*: .*arena")
 
 
+class CmbSteadyTable(unittest.TestCase):
+    """scripts/cmb_steady_table.py over the committed GPU run of issue 26,
+    made in two calls: the two runs read as one, the goals found for
+    allocators named with their upstream (cmb@vmm), the committed replay.md
+    what the script makes of them."""
+    RUN = os.path.join(SRC, "results", "nvidia-h200", "cmb-steady-vmm")
+
+    def table(self):
+        csvs = ",".join(os.path.join(self.RUN, d, "results.csv") for d in ("replay-a", "replay-b"))
+        p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "cmb_steady_table.py"), csvs],
+                           capture_output=True, text=True, timeout=120, cwd=SRC)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
+
+    def test_committed_table_is_regenerated(self):
+        with open(os.path.join(self.RUN, "replay.md")) as f:
+            self.assertEqual(self.table(), f.read())
+
+    def test_runs_joined_and_goals_found(self):
+        out = self.table()
+        self.assertIn("| torch_transformer_sweep.trace | cmb@vmm |", out)  # replay-b
+        self.assertIn("| torch_convnet.trace | cmb@vmm |", out)  # replay-a
+        goals = [ln for ln in out.splitlines() if ln.startswith("| reserved/requested, 1 pass <= 1.015 |")]
+        self.assertEqual(len(goals), 6, out)  # every torch_* trace measured, cmb@vmm counted as cmb
+
+    def test_time_median_and_ratio(self):
+        def times(d, allocator, passes):
+            with open(os.path.join(self.RUN, d, "results.csv"), newline="") as f:
+                return [float(r["value"]) for r in csv.DictReader(f) if r["allocator"] == allocator
+                        and r["metric"] == "time_s" and r["status"] == "ok" and f"passes={passes}" in r["params"]]
+        cmb, exp = times("replay-b", "cmb", 100), times("replay-b", "torch-expandable", 100)
+        self.assertEqual((len(cmb), len(exp)), (3, 3))
+        row = next(ln for ln in self.table().splitlines()
+                   if ln.startswith("| torch_transformer_sweep.trace | cmb@vmm |") and "[" in ln)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        self.assertTrue(cells[3].startswith(f"{statistics.median(cmb):.4f} "), row)
+        self.assertEqual(cells[5], f"{statistics.median(cmb) / statistics.median(exp):.2f}")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
