@@ -155,5 +155,47 @@ class CmbSteadyTable(unittest.TestCase):
         self.assertEqual(cells[5], f"{statistics.median(cmb) / statistics.median(exp):.2f}")
 
 
+class TuneTable(unittest.TestCase):
+    """scripts/tune_table.py: the committed GPU tune runs' tables are what it
+    makes of their files, and its verdict on a step-time change."""
+
+    def script(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("tune_table", os.path.join(SRC, "scripts", "tune_table.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    def test_committed_tables_are_regenerated(self):
+        import shutil
+        import tempfile
+        for run in ("tune", "tune-4procs", "tune-budget"):
+            src = os.path.join(SRC, "results", "nvidia-h200", run)
+            with tempfile.TemporaryDirectory() as tmp:
+                work = os.path.join(tmp, run)
+                shutil.copytree(src, work)
+                p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "tune_table.py"), work],
+                                   capture_output=True, text=True, timeout=120)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                for name in ("tune.md", "tune.json"):
+                    with open(os.path.join(work, name)) as a, open(os.path.join(src, name)) as b:
+                        self.assertEqual(a.read(), b.read(), f"{run}/{name}")
+
+    def test_u_test_exact(self):
+        u = self.script().u_test_p
+        self.assertAlmostEqual(u([1, 2, 3, 4], [5, 6, 7, 8]), 2 / 70)  # every process on one side
+        self.assertAlmostEqual(u([1, 2, 3], [5, 6, 7, 8]), 2 / 35)  # 3 and 4: never under 0.05
+        self.assertAlmostEqual(u([1, 2, 3, 4], [1, 2, 3, 4]), 1.0)
+        self.assertAlmostEqual(u([1, 2, 3, 5], [4, 6, 7, 8]), 4 / 70)  # one pair crossed
+
+    def test_verdict(self):
+        v = self.script().verdict
+        self.assertEqual(v(0.5, 0.9, 1.0, [60, 61], [61, 62])[0], "yes")  # within 1 ms
+        # 10 ms slower than predicted, every process apart: a miss
+        self.assertEqual(v(0.0, 10.0, 2.5, [60, 61, 60.5, 61.5], [70, 71, 70.5, 71.5])[0], "**no**")
+        # 6 ms apart on average, but one setting's processes spread over 12 ms: not told apart
+        self.assertEqual(v(0.0, -6.0, 1.5, [67, 71, 80, 76], [69, 63, 70])[0], "not resolved")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
