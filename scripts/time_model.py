@@ -161,7 +161,7 @@ def predict_passes(bin_path, trace, policy, pricing, costs, outdir, passes):
         env["CMB_COSTS_OPS"] = "bookkeeping"
     cmd = [bin_path, "--mode", "sim", "--scenario", "replay", "--allocator", policy, "--param", f"trace={trace}",
            "--param", "find_min_capacity=false", "--param", f"passes={passes}", "--repetitions", "3",
-           "--out", outdir]
+           "--timeline", "off", "--out", outdir]  # only the predicted time is read
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     try:
         with open(os.path.join(outdir, "results.json")) as f:
