@@ -15,9 +15,12 @@ the processes do not tell them apart: the spread between processes of one
 setting is larger than the difference (with 3 and 4 processes no order can
 reach 0.05; 4 and 4 need every process on one side).
 
-Reads CMB_TUNE_WORKLOADS, CMB_TUNE_PROCS and CMB_TUNE_ROUNDS as gpu-tune.sh
-sets them; without them, every WORKLOAD.tune.json in OUT_DIR and the
-processes found."""
+Reads CMB_TUNE_WORKLOADS and CMB_TUNE_ROUNDS as gpu-tune.sh sets them;
+without them, every WORKLOAD.tune.json in OUT_DIR and the rounds found. The
+processes are those found. With --verdict PROGRAM it prints that program's
+verdict alone (yes, no, not resolved, or - where there is none yet) and
+writes nothing: gpu-tune.sh runs one more pair of processes while it is
+"not resolved"."""
 import itertools
 import json
 import os
@@ -96,61 +99,71 @@ def on_budget(ob, steps):
     return "ran" if ob["exit_status"] == 0 else "failed: " + err[:60].replace("|", "/")
 
 
+def workload_row(wl):
+    """The table row of program WL and its data (None where tune made no recommendation)."""
+    t, rec, old, ob = (load(f"{wl}.{k}.json") for k in ("tune", "recommended", "recorded", "recorded-on-budget"))
+    srec, sold = merged(f"{wl}.recommended"), merged(f"{wl}.recorded")
+    srecord, sob = (load(f"{wl}.{k}.steps.json") for k in ("record", "recorded-on-budget"))
+    if not t or not t.get("recommendation"):
+        return None, f"| {wl} | no recommendation (see {wl}.tune.log) | | | | | | | |"
+    steps_per_pass = (srecord or {}).get("steps", 0) * (1 + len((srecord or {}).get("rounds", [])))
+    onb = t["recommendation_on_budget"]
+    pred_peak = onb["peak_reserved_bytes"]
+    meas_peak = rec["peak_reserved_bytes"] if rec else None
+    t_old, t_new = t["recorded"]["predicted_alloc_time_per_pass_s"], onb["predicted_alloc_time_per_pass_s"]
+    d_pred = (t_new - t_old) * 1e3 / steps_per_pass if steps_per_pass and None not in (t_old, t_new) else None
+    m_old, m_new = step_ms(sold), step_ms(srec)
+    d_meas = m_new - m_old if None not in (m_old, m_new) else None
+    tol = max(0.25 * abs(d_meas), 1.0) if d_meas is not None else None
+    peak_err = 100.0 * (meas_peak - pred_peak) / pred_peak if meas_peak else None
+    ok_run = rec and rec["exit_status"] == 0 and not rec["error"] and not (srec or {}).get("error")
+    row = {"budget_bytes": t["budget_bytes"], "recorded": t["recorded"]["setting"],
+           "recorded_min_capacity_bytes": t["recorded"]["min_capacity_bytes"],
+           "recommended": t["recommendation"]["setting"], "paste": t["recommendation"]["paste"],
+           "recommended_min_capacity_bytes": t["recommendation"]["min_capacity_bytes"],
+           "predicted_peak_reserved_bytes": pred_peak, "measured_peak_reserved_bytes": meas_peak,
+           "peak_error_pct": peak_err, "ran_without_oom": bool(ok_run),
+           "recorded_step_ms": m_old, "recommended_step_ms": m_new, "measured_delta_ms": d_meas,
+           "predicted_delta_ms": d_pred, "tolerance_ms": tol, "steps_per_pass": steps_per_pass,
+           "recorded_on_budget": ob and {"exit_status": ob["exit_status"], "error": (sob or {}).get("error")}}
+    fmt = lambda v, f="%.2f": "-" if v is None else f % v
+    p_old, p_new = (sold or {}).get("procs", []), (srec or {}).get("procs", [])
+    within, p_u = verdict(d_pred, d_meas, tol, p_old, p_new)
+    row.update(recorded_process_medians_ms=p_old, recommended_process_medians_ms=p_new,
+               verdict=within.strip("*"), u_test_p=p_u)
+    rng = lambda v: "-" if not v else f"{min(v):.1f}–{max(v):.1f} ({len(v)})"  # noqa: E731
+    return row, (f"| {wl} | {t['budget_bytes'] / 2**30:.3f} | `{t['recorded']['setting']}` "
+                f"{t['recorded']['min_capacity_bytes'] / 2**30:.3f} | `{t['recommendation']['setting']}` "
+                f"{t['recommendation']['min_capacity_bytes'] / 2**30:.3f} | {'yes' if ok_run else '**no**'} | "
+                f"{pred_peak / 2**20:.1f} / {fmt(meas_peak and meas_peak / 2**20, '%.1f')} ({fmt(peak_err, '%+.2f%%')}) | "
+                f"{fmt(m_old)} / {fmt(m_new)} | {rng(p_old)} / {rng(p_new)} | {fmt(d_pred)} / {fmt(d_meas)} ({within}"
+                f"{'' if p_u is None else f', p = {p_u:.3f}'}) | "
+                f"{on_budget(ob, sob)} |")
+
+
 def main(argv):
     global out
-    if len(argv) != 2 or not os.path.isdir(argv[1]):
-        sys.exit("usage: tune_table.py OUT_DIR (the directory gpu-tune.sh wrote)")
+    if len(argv) not in (2, 4) or not os.path.isdir(argv[1]) or (len(argv) == 4 and argv[2] != "--verdict"):
+        sys.exit("usage: tune_table.py OUT_DIR [--verdict PROGRAM] (the directory gpu-tune.sh wrote)")
     out = argv[1]
+    if len(argv) == 4:  # gpu-tune.sh asks whether one more pair of processes is needed
+        row, _ = workload_row(argv[3])
+        print(row["verdict"] if row else "-")
+        return
     gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
     rows, doc = [], {"gpu": gpu, "workloads": {}}
     found = sorted((f[:-len(".tune.json")] for f in os.listdir(out) if f.endswith(".tune.json")),
                    key=lambda w: (["transformer", "convnet", "llm-decode"] + [w]).index(w))  # gpu-tune.sh's order
     workloads = os.environ.get("CMB_TUNE_WORKLOADS", "").split() or found
-    procs_each = os.environ.get("CMB_TUNE_PROCS") or str(max(
+    procs_each = str(max(  # more than CMB_TUNE_PROCS where gpu-tune.sh added pairs
         [len((merged(f"{wl}.recorded") or {}).get("procs", [])) for wl in workloads] or [0]))
     rounds_each = os.environ.get("CMB_TUNE_ROUNDS") or str(max(
         [len(s.get("rounds", [])) for wl in workloads for s in [load(f"{wl}.recorded.steps.json") or {}]] or [0]))
     for wl in workloads:
-        t, rec, old, ob = (load(f"{wl}.{k}.json") for k in ("tune", "recommended", "recorded", "recorded-on-budget"))
-        srec, sold = merged(f"{wl}.recommended"), merged(f"{wl}.recorded")
-        srecord, sob = (load(f"{wl}.{k}.steps.json") for k in ("record", "recorded-on-budget"))
-        if not t or not t.get("recommendation"):
-            rows.append(f"| {wl} | no recommendation (see {wl}.tune.log) | | | | | | | |")
-            continue
-        steps_per_pass = (srecord or {}).get("steps", 0) * (1 + len((srecord or {}).get("rounds", [])))
-        onb = t["recommendation_on_budget"]
-        pred_peak = onb["peak_reserved_bytes"]
-        meas_peak = rec["peak_reserved_bytes"] if rec else None
-        t_old, t_new = t["recorded"]["predicted_alloc_time_per_pass_s"], onb["predicted_alloc_time_per_pass_s"]
-        d_pred = (t_new - t_old) * 1e3 / steps_per_pass if steps_per_pass and None not in (t_old, t_new) else None
-        m_old, m_new = step_ms(sold), step_ms(srec)
-        d_meas = m_new - m_old if None not in (m_old, m_new) else None
-        tol = max(0.25 * abs(d_meas), 1.0) if d_meas is not None else None
-        peak_err = 100.0 * (meas_peak - pred_peak) / pred_peak if meas_peak else None
-        ok_run = rec and rec["exit_status"] == 0 and not rec["error"] and not (srec or {}).get("error")
-        row = {"budget_bytes": t["budget_bytes"], "recorded": t["recorded"]["setting"],
-               "recorded_min_capacity_bytes": t["recorded"]["min_capacity_bytes"],
-               "recommended": t["recommendation"]["setting"], "paste": t["recommendation"]["paste"],
-               "recommended_min_capacity_bytes": t["recommendation"]["min_capacity_bytes"],
-               "predicted_peak_reserved_bytes": pred_peak, "measured_peak_reserved_bytes": meas_peak,
-               "peak_error_pct": peak_err, "ran_without_oom": bool(ok_run),
-               "recorded_step_ms": m_old, "recommended_step_ms": m_new, "measured_delta_ms": d_meas,
-               "predicted_delta_ms": d_pred, "tolerance_ms": tol, "steps_per_pass": steps_per_pass,
-               "recorded_on_budget": ob and {"exit_status": ob["exit_status"], "error": (sob or {}).get("error")}}
-        doc["workloads"][wl] = row
-        fmt = lambda v, f="%.2f": "-" if v is None else f % v
-        p_old, p_new = (sold or {}).get("procs", []), (srec or {}).get("procs", [])
-        within, p_u = verdict(d_pred, d_meas, tol, p_old, p_new)
-        row.update(recorded_process_medians_ms=p_old, recommended_process_medians_ms=p_new,
-                   verdict=within.strip("*"), u_test_p=p_u)
-        rng = lambda v: "-" if not v else f"{min(v):.1f}–{max(v):.1f} ({len(v)})"  # noqa: E731
-        rows.append(f"| {wl} | {t['budget_bytes'] / 2**30:.3f} | `{t['recorded']['setting']}` "
-                    f"{t['recorded']['min_capacity_bytes'] / 2**30:.3f} | `{t['recommendation']['setting']}` "
-                    f"{t['recommendation']['min_capacity_bytes'] / 2**30:.3f} | {'yes' if ok_run else '**no**'} | "
-                    f"{pred_peak / 2**20:.1f} / {fmt(meas_peak and meas_peak / 2**20, '%.1f')} ({fmt(peak_err, '%+.2f%%')}) | "
-                    f"{fmt(m_old)} / {fmt(m_new)} | {rng(p_old)} / {rng(p_new)} | {fmt(d_pred)} / {fmt(d_meas)} ({within}"
-                    f"{'' if p_u is None else f', p = {p_u:.3f}'}) | "
-                    f"{on_budget(ob, sob)} |")
+        row, line = workload_row(wl)
+        rows.append(line)
+        if row:
+            doc["workloads"][wl] = row
     with open(os.path.join(out, "tune.json"), "w") as f:
         json.dump(doc, f, indent=1)
     with open(os.path.join(out, "tune.md"), "w") as f:

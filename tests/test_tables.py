@@ -181,6 +181,15 @@ class TuneTable(unittest.TestCase):
                     with open(os.path.join(work, name)) as a, open(os.path.join(src, name)) as b:
                         self.assertEqual(a.read(), b.read(), f"{run}/{name}")
 
+    def test_verdict_of_one_program(self):
+        """--verdict, what gpu-tune.sh asks before running one more pair of processes."""
+        for run, wl, want in (("tune-budget", "llm-decode", "not resolved"), ("tune", "transformer", "yes"),
+                              ("tune", "no-such-program", "-")):
+            p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "tune_table.py"),
+                                os.path.join(SRC, "results", "nvidia-h200", run), "--verdict", wl],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual((p.returncode, p.stdout.strip()), (0, want), p.stderr)
+
     def test_u_test_exact(self):
         u = self.script().u_test_p
         self.assertAlmostEqual(u([1, 2, 3, 4], [5, 6, 7, 8]), 2 / 70)  # every process on one side
