@@ -37,6 +37,40 @@ class Scripts(unittest.TestCase):
             self.assertEqual(p.returncode, 0, "%s:\n%s" % (script, p.stdout))
 
 
+class GpuScripts(unittest.TestCase):
+    """scripts/gpu-*.sh run on a GPU only, but they parse here, and their
+    bad settings are refused before anything runs (exit 2, one line)."""
+
+    def test_sh_syntax(self):
+        scripts = sorted(glob.glob(os.path.join(SRC, "scripts", "gpu-*.sh")))
+        self.assertTrue(scripts)
+        for script in scripts:
+            with open(script) as f:
+                shell = "bash" if "bash" in f.readline() else "sh"  # each by the shell it names
+            p = subprocess.run([shell, "-n", script], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, "%s: %s" % (script, p.stderr))
+
+    def test_cmb_steady_refuses_bad_settings(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "build")
+            os.mkdir(fake)
+            with open(os.path.join(fake, "cumembench"), "w") as f:
+                f.write("#!/bin/sh\necho ran >>\"$(dirname \"$0\")/ran\"\n")
+            os.chmod(os.path.join(fake, "cumembench"), 0o755)
+            for env, says in ((dict(CMB_STEADY_TRACES="no_such.trace"), "no traces/samples/no_such.trace"),
+                              (dict(CMB_STEADY_REPS="0"), "CMB_STEADY_REPS must be at least 1"),
+                              (dict(CMB_STEADY_REPS="x"), "must be numbers"),
+                              (dict(CMB_STEADY_PARTS="bogus"), "expected replay and/or e2e")):
+                p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-cmb-steady.sh"), fake,
+                                    os.path.join(tmp, "out"), "--sim"], capture_output=True, text=True,
+                                   env=dict(os.environ, **env), timeout=60)
+                self.assertEqual(p.returncode, 2, (env, p.stderr))
+                self.assertIn(says, p.stderr, env)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(fake, "ran")), "the binary ran on a bad setting")
+
+
 class Workflows(unittest.TestCase):
     def test_github_workflows(self):
         try:
