@@ -30,6 +30,13 @@
  * Bounds: a cache hit costs what torch-caching's does; growing costs one
  * upstream map per page. Reserved = mapped bytes only.
  *
+ * Known difference: ExpandableSegment::mapAndSetAccess (same file, PyTorch
+ * 2.11) maps the new pages one by one and then calls cuMemSetAccess once
+ * over all of them; here each page's map call carries its own access call,
+ * so a growth of k pages counts k - 1 driver calls more than PyTorch makes
+ * (driver_calls) and is priced that many cuMemSetAccess dearer. Peaks,
+ * placement and upstream calls are unaffected.
+ *
  * Options: those of torch-caching (see alloc_torch_caching.c, docs/torch.md).
  */
 #include <stdlib.h>
