@@ -100,6 +100,22 @@ static void print_why(FILE *f, const cmb_tune_report *r)
     }
 }
 
+/* Upstream calls of the recommendation on that GPU against unlimited: near
+ * its capacity a setting may give memory back and take it again every pass,
+ * calls the cost file prices at their calibration, which real programs have
+ * exceeded (docs/tune.md, Limits). */
+static void print_churn(FILE *f, const cmb_tune_report *r)
+{
+    uint64_t at = r->rec_at_budget.upstream_calls, unl = r->s->c[r->recommended].upstream_calls;
+    fprintf(f, "upstream calls over %llu pass%s: %llu on that GPU, %llu unlimited\n", (unsigned long long)r->passes,
+            r->passes == 1 ? "" : "es", (unsigned long long)at, (unsigned long long)unl);
+    if (at > unl)
+        fprintf(f, "  %llu calls more on that GPU%s\n", (unsigned long long)(at - unl),
+                r->costs_path ? ", each priced at the cost file's calibration, which real programs exceeded where a "
+                                "setting gave memory back and took it again near the capacity (docs/tune.md, Limits)"
+                              : "");
+}
+
 static void print_recommendation(FILE *f, const cmb_tune_report *r)
 {
     char paste[512], t1[32], t2[32], t3[32];
@@ -117,6 +133,7 @@ static void print_recommendation(FILE *f, const cmb_tune_report *r)
             gib(old->peak_reserved), gib(rec->peak_reserved));
     fprintf(f, "time: predicted allocator time per pass %s (recorded) -> %s (recommended), %s on a %.3f GiB GPU%s\n",
             t1, t2, t3, gib(r->budget ? r->budget : rec->min_capacity), r->costs_path ? "" : " (no cost file)");
+    print_churn(f, r);
     print_why(f, r);
 }
 
@@ -190,6 +207,7 @@ static json_t *at_budget_json(const cmb_tune_report *r)
                           "failed_allocs", (json_int_t)b->ooms);
     json_object_set_new(o, "predicted_alloc_time_per_pass_s",
                         isnan(b->time_s) ? json_null() : json_real(b->time_s / (double)r->passes));
+    json_object_set_new(o, "upstream_calls", json_integer((json_int_t)b->upstream_calls)); /* over `passes` */
     return o;
 }
 

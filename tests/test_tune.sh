@@ -56,6 +56,7 @@ assert (d["recommendation"] is not None) == want_rec, d["recommendation"]
 if want_rec:
     rec = d["recommendation"]
     cand(rec, "recommendation")
+    assert isinstance(d["recommendation_on_budget"]["upstream_calls"], int), d["recommendation_on_budget"]
     on_budget = d.get("front_on_budget")
     assert rec["setting"] in [c["setting"] for c in d["front"] + (on_budget or [])] + [d["recorded"]["setting"]]
     if d["budget_bytes"]:
@@ -163,6 +164,29 @@ refusals() {
     done
 }
 
+churn_text() { # BUDGET WANT_MORE(0|1): the upstream-calls line against --json, and the note iff more
+    local t=traces/samples/torch_mlp_sweep_default.trace costs=results/nvidia-h200/costs.json
+    "$bin" tune "$t" --budget "$1" --costs "$costs" >"$tmp/c.txt" 2>/dev/null || fail "churn $1: tune exited $?"
+    "$bin" tune "$t" --budget "$1" --costs "$costs" --json >"$tmp/c.json" 2>/dev/null || fail "churn $1: --json exited $?"
+    "$py" - "$tmp/c.txt" "$tmp/c.json" "$2" <<'PY' || fail "churn $1: the text and --json disagree"
+import json, re, sys
+text, d, want_more = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), sys.argv[3] == "1"
+at, unl = d["recommendation_on_budget"]["upstream_calls"], d["recommendation"]["upstream_calls"]
+m = re.search(r"^upstream calls over (\d+) pass(es)?: (\d+) on that GPU, (\d+) unlimited$", text, re.M)
+assert m, text
+assert (int(m.group(1)), int(m.group(3)), int(m.group(4))) == (d["passes"], at, unl), (m.groups(), at, unl)
+more = "  %d calls more on that GPU" % (at - unl)
+assert (at > unl) == want_more, (at, unl)
+assert (more in text) == want_more, text
+PY
+    echo "ok: churn $1: the upstream calls on the budget as --json gives them"
+}
+
+churn() {
+    churn_text 2300MiB 1 # below the recorded peak: the recommendation frees and takes memory again (56 calls, 26)
+    churn_text 4GiB 0    # above it: no pressure, as many calls as unlimited
+}
+
 exits() {
     local t=traces/samples/torch_mlp_sweep_default.trace rc=0
     "$bin" tune "$t" --budget 1MiB --json >"$tmp/none.json" 2>/dev/null || rc=$?
@@ -211,5 +235,6 @@ case ${1:-} in
 sample) sample "$2" ;;
 refusals) refusals ;;
 exits) exits ;;
-*) echo "usage: $0 sample TRACE | refusals | exits" >&2; exit 2 ;;
+churn) churn ;;
+*) echo "usage: $0 sample TRACE | refusals | exits | churn" >&2; exit 2 ;;
 esac
