@@ -711,12 +711,10 @@ static double replay_ratio(const char *path)
 static void sample_traces_within_two_percent(void **state)
 {
     (void)state;
-    static const char *const traces[] = {"torch_transformer_sweep.trace", "torch_mlp_sweep_default.trace",
-                                         "torch_convnet.trace", "torch_llm_decode.trace"};
-    for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
+    const char *const *traces = cmb_test_torch_traces;
+    for (size_t i = 0; i < CMB_TEST_TORCH_TRACES; i++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/traces/samples/%s", cmb_test_src(), traces[i]);
-        if (i >= 2 && !cmb_test_exists(path)) {
+        if (!cmb_test_sample(traces[i], path, sizeof path) && i >= 2) {
             print_message("%s: not in this tree\n", traces[i]);
             continue;
         }
@@ -738,8 +736,7 @@ static void keep_stops_pages_circulating(void **state)
 {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/traces/samples/torch_llm_decode.trace", cmb_test_src());
-    if (!cmb_test_exists(path)) {
+    if (!cmb_test_sample("torch_llm_decode.trace", path, sizeof path)) {
         print_message("torch_llm_decode.trace: not in this tree\n");
         skip();
     }

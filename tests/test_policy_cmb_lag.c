@@ -269,14 +269,12 @@ static outcome replay(const char *path, const char *options, const uint64_t *del
 static void traces_hold_the_same_whatever_the_lag(void **state)
 {
     (void)state;
-    static const char *const traces[] = {"torch_transformer_sweep.trace", "torch_mlp_sweep_default.trace",
-                                         "torch_convnet.trace", "torch_llm_decode.trace"};
+    const char *const *traces = cmb_test_torch_traces;
     static const uint64_t lags[] = {0, 10, 1000, NEVER};
     static const char *const options[] = {NULL, "page=8MiB"};
-    for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
+    for (size_t i = 0; i < CMB_TEST_TORCH_TRACES; i++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/traces/samples/%s", cmb_test_src(), traces[i]);
-        if (i >= 2 && !cmb_test_exists(path)) {
+        if (!cmb_test_sample(traces[i], path, sizeof path) && i >= 2) {
             print_message("%s: not in this tree\n", traces[i]);
             continue;
         }

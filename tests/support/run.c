@@ -100,3 +100,12 @@ int cmb_test_exists(const char *path)
     struct stat st;
     return stat(path, &st) == 0;
 }
+
+const char *const cmb_test_torch_traces[CMB_TEST_TORCH_TRACES] = {
+    "torch_transformer_sweep.trace", "torch_mlp_sweep_default.trace", "torch_convnet.trace", "torch_llm_decode.trace"};
+
+int cmb_test_sample(const char *name, char *path, size_t pathlen)
+{
+    snprintf(path, pathlen, "%s/traces/samples/%s", cmb_test_src(), name);
+    return cmb_test_exists(path);
+}

@@ -16,5 +16,11 @@ const char *cmb_test_tmpdir(void);
 const char *cmb_test_src(void);
 /* 1 when path exists. */
 int cmb_test_exists(const char *path);
+/* The PyTorch sample traces cmb is checked on: the two it was designed on,
+ * then the two recorded later (a convnet, an LLM decode loop). */
+#define CMB_TEST_TORCH_TRACES 4
+extern const char *const cmb_test_torch_traces[CMB_TEST_TORCH_TRACES];
+/* path = CMB_SRC/traces/samples/NAME; 1 when it exists. */
+int cmb_test_sample(const char *name, char *path, size_t pathlen);
 
 #endif /* CMB_TEST_RUN_H */
