@@ -130,6 +130,8 @@ def main():
         sys.exit("usage: cmb_steady_table.py REPLAY_CSV[,REPLAY_CSV...] [CHURN_CSV]")
     cells, failed = defaultdict(lambda: defaultdict(list)), []
     for path in sys.argv[1].split(","):
+        if not os.path.isfile(path):
+            sys.exit(f"cmb_steady_table.py: no such file: {path}")
         c, f = load(path)
         failed += f
         for key, cell in c.items():

@@ -146,6 +146,8 @@ def main(argv):
     if len(argv) not in (2, 4) or not os.path.isdir(argv[1]) or (len(argv) == 4 and argv[2] != "--verdict"):
         sys.exit("usage: tune_table.py OUT_DIR [--verdict PROGRAM] (the directory gpu-tune.sh wrote)")
     out = argv[1]
+    if not os.path.isfile(os.path.join(out, "gpu.txt")):
+        sys.exit(f"tune_table.py: {out} has no gpu.txt: not a directory gpu-tune.sh wrote")
     if len(argv) == 4:  # gpu-tune.sh asks whether one more pair of processes is needed
         row, _ = workload_row(argv[3])
         print(row["verdict"] if row else "-")

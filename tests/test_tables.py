@@ -190,6 +190,14 @@ class TuneTable(unittest.TestCase):
                                capture_output=True, text=True, timeout=120)
             self.assertEqual((p.returncode, p.stdout.strip()), (0, want), p.stderr)
 
+    def test_bad_input_one_line(self):
+        for script, arg in (("tune_table.py", SRC), ("cmb_steady_table.py", os.path.join(SRC, "no-such.csv"))):
+            p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", script), arg],
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0, script)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertEqual(p.stdout, "", script)
+
     def test_u_test_exact(self):
         u = self.script().u_test_p
         self.assertAlmostEqual(u([1, 2, 3, 4], [5, 6, 7, 8]), 2 / 70)  # every process on one side
