@@ -68,6 +68,11 @@ def per(a, b):
     return None if a is None or b is None else (b - a) / 99
 
 
+def row_of(rows, trace, name):
+    """The row of allocator NAME on TRACE, named with or without "@upstream"; None when absent."""
+    return next((rows[k] for k in sorted(rows) if k[0] == trace and k[1].split("@")[0] == name), None)
+
+
 def spread(v):
     return f"{statistics.median(v):.4f} [{min(v):.4f}–{max(v):.4f}]" if v else "—"
 
@@ -81,7 +86,7 @@ def times(rows):
     print("|---|---|---|---|---|---|")
     for (trace, label) in sorted(rows):
         by = rows[(trace, label)]
-        exp = next((rows[k] for k in sorted(rows) if k[0] == trace and k[1].split("@")[0] == "torch-expandable"), {})
+        exp = row_of(rows, trace, "torch-expandable") or {}
         cols = []
         for n in ("1", "100"):
             v, e = by.get(n, {}).get("time_s"), exp.get(n, {}).get("time_s")
@@ -94,13 +99,10 @@ def goals(rows, out):
     goal and trace, the measured values and met / NOT met."""
     out.append("\n| goal (issue 26) | trace | cmb | torch-expandable | met |")
     out.append("|---|---|---|---|---|")
-    def named(t, name):  # the row of allocator NAME on trace T, with or without "@upstream"
-        return next((rows[k] for k in sorted(rows) if k[0] == t and k[1].split("@")[0] == name), None)
-
     traces = sorted({t for (t, label) in rows if t.startswith("torch_") and label.split("@")[0] == "cmb"})
     n_met = n_all = 0
     for t in traces:
-        c, e = named(t, "cmb"), named(t, "torch-expandable") or {}
+        c, e = row_of(rows, t, "cmb"), row_of(rows, t, "torch-expandable") or {}
         c1, c100, e1, e100 = c.get("1", {}), c.get("100", {}), e.get("1", {}), e.get("100", {})
         # the call goal names four workloads: none for the others (serving)
         lim = 50 if t.startswith("torch_transformer") else (
