@@ -157,10 +157,17 @@ def main(argv):
     found = sorted((f[:-len(".tune.json")] for f in os.listdir(out) if f.endswith(".tune.json")),
                    key=lambda w: (["transformer", "convnet", "llm-decode"] + [w]).index(w))  # gpu-tune.sh's order
     workloads = os.environ.get("CMB_TUNE_WORKLOADS", "").split() or found
-    procs_each = str(max(  # more than CMB_TUNE_PROCS where gpu-tune.sh added pairs
-        [len((merged(f"{wl}.recorded") or {}).get("procs", [])) for wl in workloads] or [0]))
-    rounds_each = os.environ.get("CMB_TUNE_ROUNDS") or str(max(
-        [len(s.get("rounds", [])) for wl in workloads for s in [load(f"{wl}.recorded.steps.json") or {}]] or [0]))
+    each = {}  # program -> (processes a side, rounds a process): they differ where calls were joined
+    for wl in workloads:
+        procs = len((merged(f"{wl}.recorded") or {}).get("procs", []))  # > CMB_TUNE_PROCS where pairs were added
+        rounds = os.environ.get("CMB_TUNE_ROUNDS") or str(len((load(f"{wl}.recorded.steps.json") or {}).get("rounds", [])))
+        each[wl] = (procs, rounds)
+    if len(set(each.values())) <= 1:
+        procs, rounds = next(iter(each.values()), (0, "0"))
+        over = f"over {procs} processes of {rounds} rounds each"
+    else:
+        over = "over each program's processes (" + ", ".join(
+            f"{wl} {p} of {r} rounds" for wl, (p, r) in each.items()) + ")"
     for wl in workloads:
         row, line = workload_row(wl)
         rows.append(line)
@@ -174,7 +181,7 @@ def main(argv):
                 "default, tuned under a budget (GiB) halfway between the smallest GPU any candidate fits and the "
                 "one the recorded setting needs, then run under the recommendation capped at the budget. Peak "
                 "reserved: predicted by the replay on a GPU of the budget / measured. Step: the median of the rounds' "
-                f"mean steps over {procs_each} processes of {rounds_each} rounds each (the "
+                f"mean steps {over} (the "
                 "order alternating), recorded "
                 "setting (no cap) / recommended (capped); beside it the range of the per-process medians (and how "
                 "many processes ran). Δ step: predicted (the cost "

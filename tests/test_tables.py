@@ -169,7 +169,7 @@ class TuneTable(unittest.TestCase):
     def test_committed_tables_are_regenerated(self):
         import shutil
         import tempfile
-        for run in ("tune", "tune-4procs", "tune-budget"):
+        for run in ("tune", "tune-4procs", "tune-budget", "tune-f19f853"):
             src = os.path.join(SRC, "results", "nvidia-h200", run)
             with tempfile.TemporaryDirectory() as tmp:
                 work = os.path.join(tmp, run)
@@ -181,10 +181,19 @@ class TuneTable(unittest.TestCase):
                     with open(os.path.join(work, name)) as a, open(os.path.join(src, name)) as b:
                         self.assertEqual(a.read(), b.read(), f"{run}/{name}")
 
+    def test_joined_calls_say_each_programs_counts(self):
+        """A directory joined from two calls (LLM decode in 8 processes of 3 rounds, the others in
+        4 of 5) says each program's counts, not one count for all."""
+        with open(os.path.join(SRC, "results", "nvidia-h200", "tune-f19f853", "tune.md")) as f:
+            text = f.read()
+        self.assertIn("(transformer 4 of 5 rounds, convnet 4 of 5 rounds, llm-decode 8 of 3 rounds)", text)
+        with open(os.path.join(SRC, "results", "nvidia-h200", "tune-budget", "tune.md")) as f:
+            self.assertIn("over 4 processes of 5 rounds each", f.read())
+
     def test_verdict_of_one_program(self):
         """--verdict, what gpu-tune.sh asks before running one more pair of processes."""
         for run, wl, want in (("tune-budget", "llm-decode", "not resolved"), ("tune", "transformer", "yes"),
-                              ("tune", "no-such-program", "-")):
+                              ("tune-f19f853", "llm-decode", "yes"), ("tune", "no-such-program", "-")):
             p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "tune_table.py"),
                                 os.path.join(SRC, "results", "nvidia-h200", run), "--verdict", wl],
                                capture_output=True, text=True, timeout=120)
