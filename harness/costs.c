@@ -352,7 +352,7 @@ static void price_ops(const cmb_costs *c, const cmb_cost_input *in, cmb_cost_par
     const char *name = NULL, *ops_env = getenv(CMB_COSTS_OPS_ENV);
     /* bookkeeping: the policy's own code runs (through libcmb_pluggable),
      * not the library it emulates */
-    int own_code = ops_env && !strcmp(ops_env, "bookkeeping");
+    int own_code = in->own_code || (ops_env && !strcmp(ops_env, "bookkeeping"));
     const cmb_cost_curve *pair = own_code ? NULL : real_pair(c, in->allocator, &name);
     double ops = (double)(in->allocs + in->frees);
     double mean = in->mean_request > 0 ? in->mean_request : 1;
@@ -430,7 +430,7 @@ void cmb_costs_put(struct cmb_case *c, const cmb_metered *mt, const char *alloca
         return;
     cmb_cost_input in = {allocator, mt->up_counts, mt->allocs, mt->frees,
                          mt->allocs ? (double)mt->requested.total / (double)mt->allocs : 0,
-                         (double)(mt->alloc_ns.sum_ns + mt->free_ns.sum_ns) * 1e-9};
+                         (double)(mt->alloc_ns.sum_ns + mt->free_ns.sum_ns) * 1e-9, 0};
     cmb_cost_parts p;
     cmb_costs_predict(costs, &in, &p);
     cmb_case_counter(c, "predicted_alloc_time_s", p.total_s);
@@ -468,7 +468,7 @@ void cmb_costs_put_since(struct cmb_case *c, const cmb_metered *mt, const cmb_co
     uint64_t ops_ns = mt->alloc_ns.sum_ns + mt->free_ns.sum_ns - k->ops_ns;
     cmb_cost_input in = {allocator, mt->up_counts ? &up : NULL, allocs, frees,
                          allocs ? (double)(mt->requested.total - k->requested) / (double)allocs : 0,
-                         (double)ops_ns * 1e-9};
+                         (double)ops_ns * 1e-9, 0};
     cmb_cost_parts p;
     cmb_costs_predict(costs, &in, &p);
     cmb_case_counter(c, "predicted_alloc_time_last_pass_s", p.total_s);

@@ -46,6 +46,8 @@ typedef struct cmb_cost_input {
     uint64_t allocs, frees;
     double mean_request;    /* bytes per allocation                          */
     double bookkeeping_s;   /* measured time in alloc/free (the suite's own) */
+    int own_code;           /* the policy's own code runs (libcmb_pluggable): priced
+                               by bookkeeping_s, as CMB_COSTS_OPS=bookkeeping does */
 } cmb_cost_input;
 
 typedef struct cmb_cost_parts {

@@ -121,16 +121,13 @@ static void price(cmb_tune_ctx *x, const cmb_tune_cand *cand, tune_inst *in, cmb
     if (!x->costs)
         return;
     cmb_metered *mt = &in->mt;
+    /* a pluggable candidate's own code runs in the program, not the library it emulates; said
+     * in the input, not the environment, which the search's threads would race on */
     cmb_cost_input ci = {in->spec.name, mt->up_counts, mt->allocs, mt->frees,
                          mt->allocs ? (double)mt->requested.total / (double)mt->allocs : 0,
-                         (double)(mt->alloc_ns.sum_ns + mt->free_ns.sum_ns) * 1e-9};
+                         (double)(mt->alloc_ns.sum_ns + mt->free_ns.sum_ns) * 1e-9, cand->pluggable};
     cmb_cost_parts p;
-    const char *was = getenv(CMB_COSTS_OPS_ENV);
-    if (cand->pluggable) /* the suite's own code runs in the program, not the library it emulates */
-        setenv(CMB_COSTS_OPS_ENV, "bookkeeping", 1);
     cmb_costs_predict(x->costs, &ci, &p);
-    if (cand->pluggable && !was)
-        unsetenv(CMB_COSTS_OPS_ENV);
     out->time_s = p.total_s;
 }
 

@@ -4,7 +4,10 @@
  * its own replay state, against the bound the finished candidates give at
  * the time it starts: a thread that starts before a faster rival finishes
  * sees a weaker bound, which costs trials, never correctness (a bound only
- * ever comes from a candidate no slower, with an exact answer). */
+ * ever comes from a candidate no slower, with an exact answer); once all
+ * are done, each is held to the bound of every candidate no slower, so
+ * which candidates count as dominated (the next stage's knob values) does
+ * not depend on which thread finished first. */
 #include "tune.h"
 
 #include <math.h>
@@ -79,6 +82,23 @@ static int thread_count(void)
     return n < 1 ? 1 : n > CMB_TUNE_MAX_THREADS ? CMB_TUNE_MAX_THREADS : (int)n;
 }
 
+/* What a search one candidate at a time, fastest first, would have marked:
+ * a candidate searched in full against a weaker bound, whose smallest GPU is
+ * no smaller than a no-slower candidate's, is dominated. */
+static void settle_bounds(cmb_tune_set *s, const int *order, int n)
+{
+    for (int i = 0; i < n; i++) {
+        cmb_tune_cand *c = &s->c[order[i]];
+        if (!c->searched || c->failed || c->dominated)
+            continue;
+        uint64_t bound = bound_for(s, c);
+        if (bound && c->min_capacity >= bound) {
+            c->dominated = 1;
+            c->searched = 0;
+        }
+    }
+}
+
 uint64_t cmb_tune_fit_all(const cmb_tune_ctx *x, cmb_tune_set *s, const int *order, int n, cmb_tune_progress_fn fn,
                           void *ctx)
 {
@@ -93,5 +113,6 @@ uint64_t cmb_tune_fit_all(const cmb_tune_ctx *x, cmb_tune_set *s, const int *ord
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     pthread_mutex_destroy(&p.mu);
+    settle_bounds(s, order, n);
     return p.trials;
 }

@@ -52,7 +52,7 @@ static void upstream_kinds(void **state)
     n.calls[CMB_UPK_MAP][21] = 1, n.bytes[CMB_UPK_MAP][21] = 2 << 20;     /* one page */
     n.calls[CMB_UPK_UNMAP][21] = 1, n.bytes[CMB_UPK_UNMAP][21] = 2 << 20;
     n.calls[CMB_UPK_STREAM_SYNC][0] = 4, n.bytes[CMB_UPK_STREAM_SYNC][0] = 4;
-    cmb_cost_input in = {"cmb", &n, 10, 10, 4096, 1e-3};
+    cmb_cost_input in = {"cmb", &n, 10, 10, 4096, 1e-3, 0};
     cmb_cost_parts p;
     cmb_costs_predict(&costs, &in, &p);
     /* 3 cudaMalloc 1e-4 + 2 cudaFree 2e-5 + map 1e-5+2e-6+3e-6 + unmap 4e-6+5e-6 */
@@ -67,7 +67,7 @@ static void emulation_priced_as_original(void **state)
 {
     (void)state;
     load_fixture();
-    cmb_cost_input in = {"torch-caching", NULL, 100, 100, 4096, 5.0};
+    cmb_cost_input in = {"torch-caching", NULL, 100, 100, 4096, 5.0, 0};
     cmb_cost_parts p;
     cmb_costs_predict(&costs, &in, &p);
     assert_near(p.ops_s, 100 * 4e-6, 1e-12); /* 100 pairs, not 5 s of bookkeeping */
@@ -75,6 +75,10 @@ static void emulation_priced_as_original(void **state)
     cmb_costs_predict(&costs, &in, &p);
     assert_near(p.ops_s, 5.0, 1e-12);
     unsetenv("CMB_COSTS_OPS");
+    in.own_code = 1; /* the same said in the input (tune's threads do not touch the environment) */
+    cmb_costs_predict(&costs, &in, &p);
+    assert_near(p.ops_s, 5.0, 1e-12);
+    in.own_code = 0;
     in.allocator = "cupy"; /* its original was not calibrated: its bookkeeping */
     cmb_costs_predict(&costs, &in, &p);
     assert_near(p.ops_s, 5.0, 1e-12);

@@ -189,6 +189,18 @@ churn() {
     churn_text 4GiB
 }
 
+repeat() { # the same input, the same recommendation: on one thread and on two, run again
+    local t=traces/samples/torch_mlp_sweep_default.trace costs=results/nvidia-h200/costs.json first="" rec th
+    for th in 1 2 2; do
+        rec=$(CMB_TUNE_THREADS=$th "$bin" tune "$t" --budget 4GiB --costs "$costs" --json 2>/dev/null |
+            "$py" -c "import json,sys; print(json.load(sys.stdin)['recommendation']['setting'])") ||
+            fail "repeat: tune on $th thread(s) failed"
+        [ -z "$first" ] && first=$rec
+        [ "$rec" = "$first" ] || fail "repeat: $first on one thread, $rec on $th"
+    done
+    echo "ok: repeat: $first, on one thread and on two, twice"
+}
+
 exits() {
     local t=traces/samples/torch_mlp_sweep_default.trace rc=0
     "$bin" tune "$t" --budget 1MiB --json >"$tmp/none.json" 2>/dev/null || rc=$?
@@ -238,5 +250,6 @@ sample) sample "$2" ;;
 refusals) refusals ;;
 exits) exits ;;
 churn) churn ;;
-*) echo "usage: $0 sample TRACE | refusals | exits | churn" >&2; exit 2 ;;
+repeat) repeat ;;
+*) echo "usage: $0 sample TRACE | refusals | exits | churn | repeat" >&2; exit 2 ;;
 esac
