@@ -118,14 +118,15 @@ class Rankings(unittest.TestCase):
 
 class CmbSteadyTable(unittest.TestCase):
     """scripts/cmb_steady_table.py over the committed GPU run of issue 26,
-    made in two calls: the two runs read as one, the goals found for
+    made in three calls (replay-a, replay-b, replay-c with churn): the runs read as one, the goals found for
     allocators named with their upstream (cmb@vmm), the committed replay.md
     what the script makes of them."""
     RUN = os.path.join(SRC, "results", "nvidia-h200", "cmb-steady-vmm")
 
     def table(self):
-        csvs = ",".join(os.path.join(self.RUN, d, "results.csv") for d in ("replay-a", "replay-b"))
-        p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "cmb_steady_table.py"), csvs],
+        csvs = ",".join(os.path.join(self.RUN, d, "results.csv") for d in ("replay-a", "replay-b", "replay-c"))
+        p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "cmb_steady_table.py"), csvs,
+                            os.path.join(self.RUN, "churn", "results.csv")],
                            capture_output=True, text=True, timeout=120, cwd=SRC)
         self.assertEqual(p.returncode, 0, p.stderr)
         return p.stdout
@@ -138,6 +139,8 @@ class CmbSteadyTable(unittest.TestCase):
         out = self.table()
         self.assertIn("| torch_transformer_sweep.trace | cmb@vmm |", out)  # replay-b
         self.assertIn("| torch_convnet.trace | cmb@vmm |", out)  # replay-a
+        self.assertIn("| reserved/requested, 100 passes <= 1.02 | torch_serving.trace | 1.0057 |", out)  # replay-c
+        self.assertIn("| cmb@vmm | max_size=64MiB |", out)  # churn
         goals = [ln for ln in out.splitlines() if ln.startswith("| reserved/requested, 1 pass <= 1.015 |")]
         self.assertEqual(len(goals), 6, out)  # every torch_* trace measured, cmb@vmm counted as cmb
 
