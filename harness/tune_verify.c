@@ -6,6 +6,7 @@
  * then predicted against measured for each. */
 #include "tune.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,8 @@ static int run_under(const char *setting, uint64_t capacity, char **cmd, int n_c
     char out[256], cap[32];
     const char *tmp = getenv("TMPDIR");
     snprintf(out, sizeof out, "%s/cmb-tune-verify-%ld.json", tmp && *tmp ? tmp : "/tmp", (long)getpid());
-    char **argv = calloc((size_t)n_cmd + 10, sizeof *argv);
+    /* 10 words of the wrapper at most, the program's, and the NULL that ends them */
+    char **argv = calloc((size_t)n_cmd + 11, sizeof *argv);
     if (!argv)
         return -1;
     int k = 0;
@@ -57,12 +59,16 @@ static int run_under(const char *setting, uint64_t capacity, char **cmd, int n_c
         dup2(2, 1); /* the program's output goes to stderr: stdout stays tune's */
         add_module_path();
         execvp(argv[0], argv);
+        fprintf(stderr, "cumembench tune: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     int status = 0;
     free(argv);
-    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
         return -1;
+    /* a program that failed still wrote what it measured (its exit status, out-of-memory
+     * errors, the error): shown like the others; none written (killed, or the wrapper
+     * refused the setting) is a failure with nothing to show */
     json_error_t e;
     *measured = json_load_file(out, 0, &e);
     unlink(out);
@@ -81,15 +87,28 @@ static void compare(const char *what, const cmb_tune_cand *c, uint64_t predicted
     printf("  %-12s %s", what, c->spec);
     if (gpu)
         printf(" on %.3f GiB", (double)gpu / (1u << 30));
-    printf(": peak reserved predicted %.1f MiB, measured %.1f MiB (%+.2f%%); wall %.2f s; exit %d\n",
+    printf(": peak reserved predicted %.1f MiB, measured %.1f MiB (%+.2f%%); wall %.2f s; exit %d",
            (double)predicted / (1 << 20), peak / (1 << 20), 100.0 * (peak - (double)predicted) / (double)predicted,
            num(m, "wall_s"), (int)num(m, "exit_status"));
+    const char *error = json_string_value(json_object_get(m, "error"));
+    double ooms = num(m, "ooms");
+    if (ooms > 0)
+        printf("; %.0f out-of-memory errors", ooms);
+    printf("%s%s\n", error ? "; " : "", error ? error : "");
+}
+
+/* The program's exit status under a setting, from what the wrapper wrote. */
+static int exit_of(const json_t *m)
+{
+    double x = num(m, "exit_status");
+    return isnan(x) ? 1 : (int)x;
 }
 
 int cmb_tune_verify(const cmb_tune_report *r, char **cmd, int n_cmd, int json)
 {
     int idx[2] = {r->recommended, r->recorded};
     const char *what[2] = {"recommended", "recorded"};
+    int failed = 0;
     if (r->recommended < 0)
         return 1;
     if (!json)
@@ -102,7 +121,8 @@ int cmb_tune_verify(const cmb_tune_report *r, char **cmd, int n_cmd, int json)
         uint64_t gpu = i == 0 ? (r->budget ? r->budget : c->min_capacity) : 0; /* the recorded: as it ran */
         uint64_t predicted = i == 0 ? r->rec_at_budget.peak_reserved : c->peak_reserved;
         if (run_under(setting, gpu, cmd, n_cmd, &m)) {
-            fprintf(stderr, "cumembench tune: the program failed under %s (%s)\n", what[i], setting);
+            fprintf(stderr, "cumembench tune: the program wrote no result under %s (%s): see its output above\n",
+                    what[i], setting);
             return 2;
         }
         if (json) {
@@ -112,9 +132,13 @@ int cmb_tune_verify(const cmb_tune_report *r, char **cmd, int n_cmd, int json)
         }
         else
             compare(what[i], c, predicted, gpu, m);
+        if (exit_of(m))
+            failed = i + 1;
         json_decref(m);
         if (i == 0 && idx[1] == idx[0])
             break;
     }
-    return 0;
+    if (failed) /* both measured first: the recorded setting's run is evidence too */
+        fprintf(stderr, "cumembench tune: the program exited non-zero under the %s setting\n", what[failed - 1]);
+    return failed ? 2 : 0;
 }

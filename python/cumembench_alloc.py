@@ -16,6 +16,7 @@ build tree next to it (build/pluggable/), else by the dynamic loader.
 """
 import ctypes
 import os
+import re
 
 __all__ = ["PluggableError", "library_path", "load", "configure", "set_capacity",
            "install_torch", "torch_mem_pool", "torch_hooks", "install_cupy", "stats", "memory_stats",
@@ -491,7 +492,7 @@ def trace_stop():
 # written as JSON.
 
 RUN_USAGE = """usage: python3 -m cumembench_alloc run SETTING [--out FILE] [--capacity BYTES] [--snapshot FILE]
-                                      -- PROGRAM.py [ARGS...]
+                                      -- [python3] PROGRAM.py [ARGS...]
   SETTING  native:CONF[;fraction=F]  PyTorch's own allocator, PYTORCH_CUDA_ALLOC_CONF=CONF (empty: the
                                      default); fraction: torch.cuda.set_per_process_memory_fraction(F)
            NAME[:k=v...][@cuda|@vmm] a policy of the suite through libcmb_pluggable (install_torch)
@@ -524,6 +525,10 @@ def _run_parse(argv):
         if not opts["capacity"].isdigit() or int(opts["capacity"]) <= 0:
             _run_die(f"--capacity {opts['capacity']}: expected bytes")
         opts["capacity"] = int(opts["capacity"])
+    if len(program) > 1 and re.fullmatch(r"python[0-9.]*", os.path.basename(program[0])):
+        program = program[1:]  # `-- python3 train.py`: the program runs in this interpreter, the setting installed
+    if program[0].startswith("-"):
+        _run_die(f"{program[0]}: interpreter options are not taken; give the program's file")
     if not os.path.isfile(program[0]):
         _run_die(f"{program[0]}: no such program")
     return opts, program
@@ -607,6 +612,8 @@ def run_main(argv):
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException as e:  # noqa: BLE001 - an OOM is a result, written like the others
         status, error = 1, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        import traceback
+        traceback.print_exc()  # as python3 PROGRAM.py would show it; the result is written all the same
     result = _run_measure(torch, native, opts, time.perf_counter() - t0, status, error)
     text = json.dumps(result, indent=1)
     if opts["out"]:

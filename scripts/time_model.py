@@ -145,6 +145,8 @@ def run(args):
         out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
+    if out["error"]:  # in the JSON and here, for whoever runs it (tune --verify shows this output)
+        print(f"time_model.py: {args.workload}: {out['error']}", file=sys.stderr)
     return 0 if not out["error"] else 1
 
 

@@ -154,7 +154,7 @@ refusals() {
     # python3 -m cumembench_alloc run (tune --verify's wrapper): bad usage exits 2 with one line
     local rc
     for args in "run" "run native:" "run native: -- $tmp/none.py" "run native: --capacity x -- $t" \
-        "run native: --bogus 1 -- $t"; do
+        "run native: --bogus 1 -- $t" "run native: -- python3 $tmp/none.py" "run native: -- python3 -m x"; do
         rc=0
         # shellcheck disable=SC2086
         PYTHONPATH="$src/python" "$py" -m cumembench_alloc $args >"$tmp/out" 2>"$tmp/err" || rc=$?
