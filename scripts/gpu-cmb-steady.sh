@@ -28,7 +28,9 @@
 #                     default allocator), natively with
 #                     expandable_segments:True, and under cmb@vmm through
 #                     BUILD_DIR/pluggable/libcmb_pluggable.so; CMB_STEADY_RUNS
-#                     rounds (3), every step timed; one RUN.json and one .log
+#                     rounds (3), numbered from CMB_STEADY_FIRST_RUN (1; a
+#                     later call adding runs to a directory starts past its
+#                     last), every step timed; one RUN.json and one .log
 #                     per run, e2e.md the table (per program and mode: the
 #                     median and [min-max] over runs of each run's median
 #                     step, steady / repeat-shape / new-shape / every step,
@@ -74,9 +76,10 @@ fi
 if [ $mode = gpu ]; then parts=${CMB_STEADY_PARTS:-e2e}; else parts=${CMB_STEADY_PARTS:-replay}; fi
 case " $parts " in *" replay "* | *" e2e "*) ;; *) echo "$0: CMB_STEADY_PARTS='$parts': expected replay and/or e2e" >&2; exit 2 ;; esac
 runs=${CMB_STEADY_RUNS:-3}
+first=${CMB_STEADY_FIRST_RUN:-1}
 reps=${CMB_STEADY_REPS:-}
 budget=${CMB_STEADY_BUDGET:-420}
-case "$runs$budget$reps" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_STEADY_BUDGET and CMB_STEADY_REPS must be numbers" >&2; exit 2 ;; esac
+case "$runs$budget$reps$first" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_STEADY_BUDGET, CMB_STEADY_REPS and CMB_STEADY_FIRST_RUN must be numbers" >&2; exit 2 ;; esac
 [ "${reps:-1}" -gt 0 ] || { echo "$0: CMB_STEADY_REPS must be at least 1" >&2; exit 2; }
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
@@ -121,7 +124,7 @@ cat "$out/replay.md"
 if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; then
     mkdir -p "$out/e2e"
     start=$(date +%s)
-    for r in $(seq 1 "$runs"); do
+    for r in $(seq "$first" $((first + runs - 1))); do
         for program in transformer convnet llm_decode; do
             case $program in transformer | llm_decode) steps=24 ;; convnet) steps=18 ;; esac
             for m in native-default native-expandable cmb; do

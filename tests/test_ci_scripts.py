@@ -61,6 +61,7 @@ class GpuScripts(unittest.TestCase):
             for env, says in ((dict(CMB_STEADY_TRACES="no_such.trace"), "no traces/samples/no_such.trace"),
                               (dict(CMB_STEADY_REPS="0"), "CMB_STEADY_REPS must be at least 1"),
                               (dict(CMB_STEADY_REPS="x"), "must be numbers"),
+                              (dict(CMB_STEADY_FIRST_RUN="-1"), "must be numbers"),
                               (dict(CMB_STEADY_PARTS="bogus"), "expected replay and/or e2e")):
                 p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-cmb-steady.sh"), fake,
                                     os.path.join(tmp, "out"), "--sim"], capture_output=True, text=True,
