@@ -462,7 +462,7 @@ static size_t plan_run(cmbx *a, uint64_t lo, uint64_t hi, uint64_t *avail, hplan
  * block covers wholly as one handle, and a page it shares with a neighbour
  * (at either end) as a handle of its own, so the block's interior can be
  * unmapped once it is freed while a neighbour still holds the boundary page.
- * At most three upstream calls; all or none. */
+ * All or none. */
 static cmb_status map_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n, uintptr_t blo, uintptr_t bhi)
 {
     uint64_t cut[4], k = 0, end = first + n, avail[CMB_PARK_MAX + 1];
@@ -482,8 +482,14 @@ static cmb_status map_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n, uint
     for (uint64_t i = 0; i < k; i++)
         np += plan_run(a, cut[i], cut[i + 1], avail, plan + np);
     /* moved handles first, then the rest given back, then new ones: the
-     * memory held never exceeds what the growth ends with */
-    cmb_status s = CMB_OK;
+     * memory held never exceeds what the growth ends with; the access set
+     * once over each contiguous run they make, not once per handle */
+    cmb_status s = cmb_up_defer_access(a->up, 1);
+    if (s != CMB_OK) {
+        free(plan);
+        drop_parked(a);
+        return s;
+    }
     for (size_t i = 0; i < np; i++) {
         if (!plan[i].parked)
             continue;
@@ -501,6 +507,9 @@ static cmb_status map_pages(cmbx *a, arena *ar, uint64_t first, uint64_t n, uint
     for (size_t i = 0; i < np && s == CMB_OK; i++)
         if (!plan[i].done && (s = map_handle(a, ar, plan[i].at, plan[i].len)) == CMB_OK)
             plan[i].done = 1;
+    cmb_status access = cmb_up_defer_access(a->up, 0);
+    if (s == CMB_OK)
+        s = access;
     if (s != CMB_OK) /* all or none */
         for (size_t i = 0; i < np; i++)
             if (plan[i].done)

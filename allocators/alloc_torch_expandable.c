@@ -7,7 +7,8 @@
  *    address range reserved once (cmb_up_va_reserve) for 1 1/8 of the device
  *    memory, backed on demand by pages of 2 MiB for the small pool
  *    (kSmallBuffer) and 20 MiB for the large pool (kLargeBuffer), each page
- *    mapped with its own upstream call (cuMemCreate + cuMemMap).
+ *    mapped with its own upstream call (cuMemCreate + cuMemMap), and one
+ *    cuMemSetAccess over the pages one growth maps (defer_access).
  *  - the rules of torch-caching (512 B rounding, small/large pools, best fit
  *    by (stream, size, address), coalescing) apply inside the mapped part,
  *    with two differences PyTorch makes: every block splits when the
@@ -28,14 +29,8 @@
  *    trim() does the same.
  *
  * Bounds: a cache hit costs what torch-caching's does; growing costs one
- * upstream map per page. Reserved = mapped bytes only.
- *
- * Known difference: ExpandableSegment::mapAndSetAccess (same file, PyTorch
- * 2.11) maps the new pages one by one and then calls cuMemSetAccess once
- * over all of them; here each page's map call carries its own access call,
- * so a growth of k pages counts k - 1 driver calls more than PyTorch makes
- * (driver_calls) and is priced that many cuMemSetAccess dearer. Peaks,
- * placement and upstream calls are unaffected.
+ * upstream map per page and one access call per growth. Reserved = mapped
+ * bytes only.
  *
  * Options: those of torch-caching (see alloc_torch_caching.c, docs/torch.md).
  */
@@ -58,23 +53,33 @@ struct _cmb_tc_expseg {
 /* --- the segment: page ranges ----------------------------------------------------- */
 
 /* ExpandableSegment::map: back the pages covering [ptr, ptr+size), all or
- * none. *out is the mapped range's size (whole pages). */
+ * none, a handle per page and one access call over them all
+ * (mapAndSetAccess then setAccess, c10/cuda/CUDACachingAllocator.cpp,
+ * PyTorch 2.11): the access is deferred while the pages map. *out is the
+ * mapped range's size (whole pages). */
 static cmb_status es_map(_cmb_tc_state *st, _cmb_tc_expseg *es, uintptr_t ptr, size_t size, size_t *out)
 {
     size_t begin = (ptr - es->base) / es->page;
-    size_t end = (ptr + size - es->base + es->page - 1) / es->page;
+    size_t end = (ptr + size - es->base + es->page - 1) / es->page, i = begin;
     if (begin == end)
         return CMB_ERR_OOM; /* PyTorch reports an empty range as a failed map */
-    for (size_t i = begin; i < end; i++) {
-        cmb_status s = cmb_up_map(st->up, (void *)(es->base + i * es->page), es->page);
-        if (s != CMB_OK) {
-            for (size_t j = begin; j < i; j++) {
-                cmb_up_unmap(st->up, (void *)(es->base + j * es->page), es->page);
-                es->mapped[j] = 0;
-            }
-            return s;
-        }
+    cmb_status s = cmb_up_defer_access(st->up, 1);
+    if (s != CMB_OK)
+        return s;
+    for (; i < end; i++) { /* pages [begin, i) mapped */
+        if ((s = cmb_up_map(st->up, (void *)(es->base + i * es->page), es->page)) != CMB_OK)
+            break;
         es->mapped[i] = 1;
+    }
+    cmb_status access = cmb_up_defer_access(st->up, 0);
+    if (s == CMB_OK && access != CMB_OK)
+        s = access;
+    if (s != CMB_OK) {
+        for (size_t j = begin; j < i; j++) {
+            cmb_up_unmap(st->up, (void *)(es->base + j * es->page), es->page);
+            es->mapped[j] = 0;
+        }
+        return s;
     }
     *out = (end - begin) * es->page;
     return CMB_OK;

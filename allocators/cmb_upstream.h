@@ -82,7 +82,9 @@ typedef struct cmb_upstream_driver_stats {
     uint64_t mem_release;   /* cuMemRelease                                   */
     /* park is cuMemUnmap of each handle (kept), unpark cuMemMap +
      * cuMemSetAccess of a kept one, drop_parked cuMemRelease of each: a
-     * handle moved from one place to another costs 3 calls, not 5 */
+     * handle moved from one place to another costs 3 calls, not 5; under
+     * defer_access a map or unpark makes no cuMemSetAccess, and ending the
+     * deferral one per contiguous range mapped */
     uint64_t total;         /* the sum of the above                           */
 } cmb_upstream_driver_stats;
 
@@ -125,6 +127,12 @@ typedef struct cmb_upstream_driver_stats {
  *                   is kept); drop_parked releases every kept handle of at
  *                   most `size` bytes. No fault is injected: no memory is
  *                   taken. vmm and sim only (CMB_ERR_UNSUPPORTED elsewhere).
+ *  defer_access     on (1): the map and unpark calls that follow leave the
+ *                   access to be set; off (0): sets it once over each
+ *                   contiguous range they mapped (one cuMemSetAccess each,
+ *                   as PyTorch's ExpandableSegment::mapAndSetAccess does for
+ *                   a grown range) and ends the deferral. Memory mapped so
+ *                   is not usable until then. No effect where nothing maps.
  */
 #define CMB_UPSTREAM_OPS(X)                                                                      \
     X(alloc, (size_t size, cmb_stream stream, void **ptr), (size, stream, ptr), ACCOUNTED)     \
@@ -141,7 +149,8 @@ typedef struct cmb_upstream_driver_stats {
     X(event_rerecord, (cmb_stream stream, cmb_event ev), (stream, ev), FORWARDED)              \
     X(park, (void *va, size_t size), (va, size), ACCOUNTED)                                    \
     X(unpark, (void *va, size_t size), (va, size), ACCOUNTED)                                  \
-    X(drop_parked, (size_t size), (size), ACCOUNTED)
+    X(drop_parked, (size_t size), (size), ACCOUNTED)                                           \
+    X(defer_access, (int on), (on), ACCOUNTED)
 
 /* (a, b) -> a, b: splices a parenthesised list into another. */
 #define CMB_UNPAREN(...) __VA_ARGS__

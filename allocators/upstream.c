@@ -58,6 +58,10 @@ typedef struct upstream_impl {
     void *hold_ctx;
     /* handles park() kept, still held, by size (a few sizes at once) */
     struct { size_t size; uint64_t n; } parked[CMB_PARKED_SIZES];
+    /* defer_access: on, and the ranges mapped since without access */
+    int deferring;
+    struct pending_range { uintptr_t va; size_t size; } *pending;
+    size_t n_pending, cap_pending;
 } upstream_impl;
 
 static int range_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
@@ -371,6 +375,10 @@ static cmb_status check_page_range(cmb_upstream *u, void *va, size_t size, reser
     return CMB_OK;
 }
 
+static cmb_status pending_room(upstream_impl *im);
+static void pending_add(upstream_impl *im, void *va, size_t size);
+static void pending_drop(upstream_impl *im, void *va, size_t size);
+
 static cmb_status acct_map(cmb_upstream *u, void *va, size_t size)
 {
     upstream_impl *im = impl_of(u);
@@ -385,7 +393,11 @@ static cmb_status acct_map(cmb_upstream *u, void *va, size_t size)
         return misuse(u, "map of %p+%zu over pages already mapped", va, size);
     if (inject_fault(u, size))
         return CMB_ERR_OOM;
-    st = im->be->map(im->be_state, va, size);
+    int defer = im->deferring;
+    if (defer && (st = pending_room(im)) != CMB_OK)
+        return st;
+    st = defer && im->be->map_noaccess ? im->be->map_noaccess(im->be_state, va, size)
+                                       : im->be->map(im->be_state, va, size);
     if (st != CMB_OK) {
         u->stats.failed_calls++;
         return st;
@@ -395,7 +407,10 @@ static cmb_status acct_map(cmb_upstream *u, void *va, size_t size)
     held_add(u, size);
     driver_count(u, &u->driver.mem_create, 1);
     driver_count(u, &u->driver.mem_map, 1);
-    driver_count(u, &u->driver.set_access, 1);
+    if (defer)
+        pending_add(im, va, size);
+    else
+        driver_count(u, &u->driver.set_access, 1);
     return CMB_OK;
 }
 
@@ -419,6 +434,7 @@ static cmb_status acct_unmap(cmb_upstream *u, void *va, size_t size)
     uint64_t handles = take_handles(r, first, size / u->granularity);
     driver_count(u, &u->driver.mem_unmap, handles);
     driver_count(u, &u->driver.mem_release, handles);
+    pending_drop(im, va, size);
     return CMB_OK;
 }
 
@@ -483,6 +499,7 @@ static cmb_status acct_park(cmb_upstream *u, void *va, size_t size)
     uint64_t handles = take_handles(r, first, pages);
     u->stats.free_calls++;
     driver_count(u, &u->driver.mem_unmap, handles);
+    pending_drop(im, va, size);
     return CMB_OK;
 }
 
@@ -501,7 +518,12 @@ static cmb_status acct_unpark(cmb_upstream *u, void *va, size_t size)
     uint64_t *n = parked_slot(im, size, 0);
     if (!n)
         return CMB_ERR_NOT_FOUND;
-    if ((st = im->be->unpark(im->be_state, va, size)) != CMB_OK) {
+    int defer = im->deferring;
+    if (defer && (st = pending_room(im)) != CMB_OK)
+        return st;
+    st = defer && im->be->unpark_noaccess ? im->be->unpark_noaccess(im->be_state, va, size)
+                                          : im->be->unpark(im->be_state, va, size);
+    if (st != CMB_OK) {
         u->stats.failed_calls++;
         return st;
     }
@@ -510,8 +532,84 @@ static cmb_status acct_unpark(cmb_upstream *u, void *va, size_t size)
     r->starts[first / 8] |= (uint8_t)(1u << (first % 8));
     u->stats.alloc_calls++;
     driver_count(u, &u->driver.mem_map, 1);
-    driver_count(u, &u->driver.set_access, 1);
+    if (defer)
+        pending_add(im, va, size);
+    else
+        driver_count(u, &u->driver.set_access, 1);
     return CMB_OK;
+}
+
+/* --- defer_access: one access call per contiguous range mapped ------------------- */
+
+static cmb_status pending_room(upstream_impl *im)
+{
+    if (im->n_pending < im->cap_pending)
+        return CMB_OK;
+    size_t cap = im->cap_pending ? im->cap_pending * 2 : 16;
+    void *grown = realloc(im->pending, cap * sizeof *im->pending);
+    if (!grown)
+        return CMB_ERR_HOST_NOMEM;
+    im->pending = grown;
+    im->cap_pending = cap;
+    return CMB_OK;
+}
+
+static void pending_add(upstream_impl *im, void *va, size_t size)
+{
+    im->pending[im->n_pending++] = (struct pending_range){(uintptr_t)va, size};
+}
+
+/* Unmapped or parked while deferring (a growth undone): no access to set
+ * there. Whole handles only, so an entry lies inside the range or outside. */
+static void pending_drop(upstream_impl *im, void *va, size_t size)
+{
+    uintptr_t lo = (uintptr_t)va, hi = lo + size;
+    size_t k = 0;
+    for (size_t i = 0; i < im->n_pending; i++)
+        if (im->pending[i].va < lo || im->pending[i].va >= hi)
+            im->pending[k++] = im->pending[i];
+    im->n_pending = k;
+}
+
+static int by_va(const void *a, const void *b)
+{
+    uintptr_t x = ((const struct pending_range *)a)->va, y = ((const struct pending_range *)b)->va;
+    return (x > y) - (x < y);
+}
+
+/* Off: access over each contiguous run of what was mapped since on, in
+ * address order (a growth maps its handles in any order); every run is
+ * tried, the first error returned (its memory stays mapped, unusable, for
+ * the policy to unmap). */
+static cmb_status acct_defer_access(cmb_upstream *u, int on)
+{
+    upstream_impl *im = impl_of(u);
+    if (on) {
+        if (im->deferring)
+            return misuse(u, "defer_access(1) while deferring");
+        im->deferring = 1;
+        im->n_pending = 0;
+        return CMB_OK;
+    }
+    if (!im->deferring)
+        return misuse(u, "defer_access(0) without defer_access(1)");
+    im->deferring = 0;
+    qsort(im->pending, im->n_pending, sizeof *im->pending, by_va);
+    cmb_status first_error = CMB_OK;
+    for (size_t i = 0, j; i < im->n_pending; i = j) {
+        uintptr_t end = im->pending[i].va + im->pending[i].size;
+        for (j = i + 1; j < im->n_pending && im->pending[j].va == end; j++)
+            end += im->pending[j].size;
+        cmb_status st = im->be->set_access
+                            ? im->be->set_access(im->be_state, (void *)im->pending[i].va, end - im->pending[i].va)
+                            : CMB_OK;
+        if (st == CMB_OK)
+            driver_count(u, &u->driver.set_access, 1);
+        else if (first_error == CMB_OK)
+            first_error = st;
+    }
+    im->n_pending = 0;
+    return first_error;
 }
 
 /* The backend's drop_parked releases one kept handle of exactly `size`. */
@@ -741,6 +839,7 @@ int64_t cmb_upstream_close(cmb_upstream *u)
         im->be->close(im->be_state);
     cmb_hashmap_free(&im->live);
     free(im->res);
+    free(im->pending);
     free(im);
     free(u);
     return leaked;

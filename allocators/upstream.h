@@ -129,6 +129,12 @@ typedef struct _cmb_backend {
 #define _CMB_BACKEND_FIELD(name, params, args, how) cmb_status (*name)(void *state, CMB_UNPAREN params);
     CMB_UPSTREAM_OPS(_CMB_BACKEND_FIELD)
 #undef _CMB_BACKEND_FIELD
+    /* defer_access (upstream.c keeps what is deferred): map and unpark
+     * without setting access, and access set over one range; NULL where the
+     * backend has no access to set (sim: map and unpark, and nothing) */
+    cmb_status (*map_noaccess)(void *state, void *va, size_t size);
+    cmb_status (*unpark_noaccess)(void *state, void *va, size_t size);
+    cmb_status (*set_access)(void *state, void *va, size_t size);
     uint64_t (*device_used)(void *state); /* NULL: use the held bytes */
     uint64_t (*device_peak)(void *state); /* NULL: use the held peak  */
 } _cmb_backend;

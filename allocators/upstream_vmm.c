@@ -10,6 +10,8 @@
  * what cudaMalloc does for large sizes. park -> cuMemUnmap of each handle,
  * kept; unpark -> cuMemMap + cuMemSetAccess of a kept handle at a new
  * address; drop_parked -> cuMemRelease (moving physical memory, GMLake).
+ * Under defer_access map and unpark skip cuMemSetAccess, and upstream.c
+ * sets it once over each contiguous range mapped (set_access).
  * The granularity is the device's minimum (2 MiB on H100 and H200,
  * measured; see DESIGN.md). Entry points come from cudaGetDriverEntryPoint*.
  */
@@ -238,10 +240,9 @@ static cmb_status vmm_park(void *state, void *va, size_t size)
     return first_error;
 }
 
-static cmb_status vmm_unpark(void *state, void *va, size_t size)
+/* unpark, the access left to set (defer_access) or set here */
+static cmb_status unpark_at(vmm_state *s, CUdeviceptr at, size_t size, int access)
 {
-    vmm_state *s = state;
-    CUdeviceptr at = (CUdeviceptr)(uintptr_t)va;
     size_t i = s->n_parked;
     while (i && s->parked[i - 1].size != size)
         i--;
@@ -251,7 +252,7 @@ static cmb_status vmm_unpark(void *state, void *va, size_t size)
     CUresult r = s->cu->cuMemMap(at, size, 0, h, 0);
     if (r != CUDA_SUCCESS)
         return cu_status(r);
-    if ((r = s->cu->cuMemSetAccess(at, size, &s->access, 1)) != CUDA_SUCCESS) {
+    if (access && (r = s->cu->cuMemSetAccess(at, size, &s->access, 1)) != CUDA_SUCCESS) {
         s->cu->cuMemUnmap(at, size);
         return cu_status(r);
     }
@@ -262,6 +263,16 @@ static cmb_status vmm_unpark(void *state, void *va, size_t size)
     }
     s->parked[i - 1] = s->parked[--s->n_parked];
     return CMB_OK;
+}
+
+static cmb_status vmm_unpark(void *state, void *va, size_t size)
+{
+    return unpark_at(state, (CUdeviceptr)(uintptr_t)va, size, 1);
+}
+
+static cmb_status vmm_unpark_noaccess(void *state, void *va, size_t size)
+{
+    return unpark_at(state, (CUdeviceptr)(uintptr_t)va, size, 0);
 }
 
 static cmb_status vmm_drop_parked(void *state, size_t size)
@@ -289,6 +300,19 @@ static cmb_status vmm_map(void *state, void *va, size_t size)
     if (st != CMB_OK)
         unmap_one(s, base, size);
     return st;
+}
+
+static cmb_status vmm_map_noaccess(void *state, void *va, size_t size)
+{
+    return map_one(state, (CUdeviceptr)(uintptr_t)va, size);
+}
+
+/* One cuMemSetAccess over a range of several handles (the driver takes any
+ * mapped range): what defer_access saves is the call per handle. */
+static cmb_status vmm_set_access(void *state, void *va, size_t size)
+{
+    vmm_state *s = state;
+    return cu_status(s->cu->cuMemSetAccess((CUdeviceptr)(uintptr_t)va, size, &s->access, 1));
 }
 
 static size_t round_up(size_t x, size_t a)
@@ -350,6 +374,9 @@ const _cmb_backend _cmb_backend_vmm = {
     .park = vmm_park,
     .unpark = vmm_unpark,
     .drop_parked = vmm_drop_parked,
+    .map_noaccess = vmm_map_noaccess,
+    .unpark_noaccess = vmm_unpark_noaccess,
+    .set_access = vmm_set_access,
     .event_record = _cmb_cuda_event_record,
     .event_query = _cmb_cuda_event_query,
     .event_destroy = _cmb_cuda_event_destroy,

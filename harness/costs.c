@@ -317,6 +317,15 @@ static void price_bucket(const cmb_costs *c, cmb_up_kind k, uint64_t n, uint64_t
     case CMB_UPK_DROP_PARKED:
         o->upstream_s += priced(c, CMB_CC_MEM_RELEASE, n, bytes, 1);
         break;
+    case CMB_UPK_MAP_NOACCESS: /* defer_access: the access priced once per range below */
+        o->upstream_s += priced(c, CMB_CC_MEM_CREATE, n, bytes, 1) + priced(c, CMB_CC_MEM_MAP, n, bytes, 1);
+        break;
+    case CMB_UPK_UNPARK_NOACCESS:
+        o->upstream_s += priced(c, CMB_CC_MEM_MAP, n, bytes, 1);
+        break;
+    case CMB_UPK_SET_ACCESS: /* one cuMemSetAccess over a range of several handles */
+        o->upstream_s += priced(c, CMB_CC_SET_ACCESS, n, bytes, 1);
+        break;
     case CMB_UPK_EVENT_RECORD:
         o->upstream_s += (double)n * cmb_cost_at(&c->call[CMB_CC_EVENT_RECORD], 1);
         break;
@@ -408,7 +417,8 @@ static const cmb_costs *process_costs(struct cmb_case *c)
 static const char *const up_counter[CMB_UPK_COUNT] = {
     "up_alloc_calls", "up_free_calls", "up_map_calls", "up_unmap_calls", "up_va_reserve_calls",
     "up_va_release_calls", "up_event_record_calls", "up_event_query_calls", "up_stream_sync_calls",
-    "up_park_calls", "up_unpark_calls", "up_drop_parked_handles"};
+    "up_park_calls", "up_unpark_calls", "up_drop_parked_handles", "up_map_noaccess_calls",
+    "up_unpark_noaccess_calls", "up_set_access_calls"};
 
 static void put_counts(struct cmb_case *c, const cmb_up_counts *n)
 {

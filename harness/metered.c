@@ -13,7 +13,7 @@
 
 static const char *const up_kind_names[CMB_UPK_COUNT] = {
     "alloc", "free", "map", "unmap", "va_reserve", "va_release", "event_record", "event_query", "stream_sync",
-    "park", "unpark", "drop_parked"};
+    "park", "unpark", "drop_parked", "map_noaccess", "unpark_noaccess", "set_access"};
 
 const char *cmb_up_kind_name(cmb_up_kind k)
 {
@@ -49,15 +49,56 @@ COUNTED(alloc, CMB_UPK_ALLOC, size, (cmb_upstream * u, size_t size, cmb_stream s
 COUNTED(free, CMB_UPK_FREE, size, (cmb_upstream * u, void *p, size_t size, cmb_stream s), (u, p, size, s))
 COUNTED(va_reserve, CMB_UPK_VA_RESERVE, size, (cmb_upstream * u, size_t size, void **va), (u, size, va))
 COUNTED(va_release, CMB_UPK_VA_RELEASE, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
-COUNTED(map, CMB_UPK_MAP, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
+
 COUNTED(unmap, CMB_UPK_UNMAP, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
 COUNTED(event_record, CMB_UPK_EVENT_RECORD, 1, (cmb_upstream * u, cmb_stream s, cmb_event * ev), (u, s, ev))
 COUNTED(event_rerecord, CMB_UPK_EVENT_RECORD, 1, (cmb_upstream * u, cmb_stream s, cmb_event ev), (u, s, ev))
 COUNTED(event_query, CMB_UPK_EVENT_QUERY, 1, (cmb_upstream * u, cmb_event ev), (u, ev))
 COUNTED(stream_sync, CMB_UPK_STREAM_SYNC, 1, (cmb_upstream * u, cmb_stream s), (u, s))
 COUNTED(park, CMB_UPK_PARK, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
-COUNTED(unpark, CMB_UPK_UNPARK, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
 #undef COUNTED
+
+/* map and unpark: without their access call while deferred (defer_access) */
+static cmb_status count_mapping(cmb_upstream *u, void *va, size_t size, int unpark)
+{
+    cmb_up_counts *n = counts_of(u);
+    cmb_status st = unpark ? n->orig->unpark(u, va, size) : n->orig->map(u, va, size);
+    if (st != CMB_OK)
+        return st;
+    if (n->deferring) {
+        count(u, unpark ? CMB_UPK_UNPARK_NOACCESS : CMB_UPK_MAP_NOACCESS, size);
+        __atomic_fetch_add(&n->deferred_bytes, size, __ATOMIC_RELAXED);
+    } else {
+        count(u, unpark ? CMB_UPK_UNPARK : CMB_UPK_MAP, size);
+    }
+    return CMB_OK;
+}
+
+static cmb_status count_map(cmb_upstream *u, void *va, size_t size)
+{
+    return count_mapping(u, va, size, 0);
+}
+
+static cmb_status count_unpark(cmb_upstream *u, void *va, size_t size)
+{
+    return count_mapping(u, va, size, 1);
+}
+
+/* defer_access(0): the access calls it made (one per contiguous range),
+ * each counted at the mean size of what was deferred */
+static cmb_status count_defer_access(cmb_upstream *u, int on)
+{
+    cmb_up_counts *n = counts_of(u);
+    uint64_t before = u->driver.set_access;
+    cmb_status st = n->orig->defer_access(u, on);
+    n->deferring = on && st == CMB_OK;
+    if (on)
+        return st;
+    uint64_t runs = u->driver.set_access - before, bytes = __atomic_exchange_n(&n->deferred_bytes, 0, __ATOMIC_RELAXED);
+    for (uint64_t i = 0; i < runs; i++)
+        count(u, CMB_UPK_SET_ACCESS, (size_t)(bytes / runs));
+    return st;
+}
 
 /* drop_parked releases every kept handle of at most `size`: counted per
  * handle released (one cuMemRelease each), at a page each */
@@ -90,6 +131,9 @@ static void attach_counts(cmb_metered *mt)
     n->ops.park = n->orig->park ? count_park : NULL;
     n->ops.unpark = n->orig->unpark ? count_unpark : NULL;
     n->ops.drop_parked = n->orig->drop_parked ? count_drop_parked : NULL;
+    n->ops.defer_access = n->orig->defer_access ? count_defer_access : NULL;
+    n->deferring = 0;
+    n->deferred_bytes = 0;
     mt->up->ops = &n->ops;
     mt->up_counts = n;
 }

@@ -28,6 +28,9 @@ typedef enum cmb_up_kind {
     CMB_UPK_ALLOC, CMB_UPK_FREE, CMB_UPK_MAP, CMB_UPK_UNMAP, CMB_UPK_VA_RESERVE, CMB_UPK_VA_RELEASE,
     CMB_UPK_EVENT_RECORD, CMB_UPK_EVENT_QUERY, CMB_UPK_STREAM_SYNC,
     CMB_UPK_PARK, CMB_UPK_UNPARK, CMB_UPK_DROP_PARKED, /* moving handles: per handle for drop */
+    /* under defer_access: map and unpark without their cuMemSetAccess, and
+     * the one set at the end over each contiguous range (per range) */
+    CMB_UPK_MAP_NOACCESS, CMB_UPK_UNPARK_NOACCESS, CMB_UPK_SET_ACCESS,
     CMB_UPK_COUNT
 } cmb_up_kind;
 
@@ -38,6 +41,8 @@ typedef struct cmb_up_counts {
     cmb_upstream_ops ops;         /* the counting table                     */
     uint64_t calls[CMB_UPK_COUNT][CMB_UP_BUCKETS];
     uint64_t bytes[CMB_UPK_COUNT][CMB_UP_BUCKETS];
+    int deferring;           /* between defer_access(1) and (0)            */
+    uint64_t deferred_bytes; /* mapped since, the access left to set       */
 } cmb_up_counts;
 
 const char *cmb_up_kind_name(cmb_up_kind k);

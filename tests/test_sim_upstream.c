@@ -311,6 +311,42 @@ static void stream_ops_held_back(void **state)
     cmb_upstream_close(u);
 }
 
+/* defer_access: maps and unparks between on and off make no access call;
+ * off makes one per contiguous range they mapped (in any order), none for
+ * what was unmapped again meanwhile; off without on, or on twice, is misuse. */
+static void access_deferred(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(64u << 20, (cmb_fault_spec){0});
+    const size_t g = u->granularity;
+    void *va;
+    assert_int_equal(cmb_up_va_reserve(u, 16 * g, &va), CMB_OK);
+    char *b = va;
+    assert_int_equal(cmb_up_map(u, b + 9 * g, g), CMB_OK);
+    assert_int_equal(cmb_up_park(u, b + 9 * g, g), CMB_OK);
+    assert_int_equal(u->driver.set_access, 1);
+    assert_int_equal(cmb_up_defer_access(u, 1), CMB_OK);
+    assert_int_equal(cmb_up_defer_access(u, 1), CMB_ERR_INVALID);     /* already deferring */
+    assert_int_equal(cmb_up_map(u, b + 2 * g, g), CMB_OK);            /* 2..5: one range, */
+    assert_int_equal(cmb_up_map(u, b, 2 * g), CMB_OK);                /* mapped out of order */
+    assert_int_equal(cmb_up_unpark(u, b + 3 * g, g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, b + 4 * g, 2 * g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, b + 8 * g, g), CMB_OK);            /* 8: a range of its own */
+    assert_int_equal(cmb_up_map(u, b + 12 * g, g), CMB_OK);           /* 12: unmapped again below */
+    assert_int_equal(cmb_up_unmap(u, b + 12 * g, g), CMB_OK);
+    assert_int_equal(u->driver.set_access, 1);                        /* none yet */
+    assert_int_equal(u->driver.mem_map, 1 + 6);
+    assert_int_equal(cmb_up_defer_access(u, 0), CMB_OK);
+    assert_int_equal(u->driver.set_access, 1 + 2);                    /* [0, 6) and [8, 9) */
+    assert_int_equal(cmb_up_defer_access(u, 0), CMB_ERR_INVALID);     /* not deferring */
+    assert_int_equal(cmb_up_map(u, b + 14 * g, g), CMB_OK);           /* not deferring: its own */
+    assert_int_equal(u->driver.set_access, 1 + 2 + 1);
+    assert_int_equal(cmb_upstream_misuse_count(u), 2);
+    for (size_t p = 0; p < 6; p++)
+        assert_true(cmb_upstream_contains(u, b + p * g, g));
+    cmb_upstream_close(u);
+}
+
 /* cmb_upstream_ops is generated from CMB_UPSTREAM_OPS and is part of the
  * plug-in ABI: its fields keep the places plug-ins were built with. */
 static void ops_table_keeps_the_abi_order(void **state)
@@ -324,7 +360,7 @@ static void ops_table_keeps_the_abi_order(void **state)
         offsetof(cmb_upstream_ops, event_destroy), offsetof(cmb_upstream_ops, stream_sync),
         offsetof(cmb_upstream_ops, mem_info),     offsetof(cmb_upstream_ops, event_rerecord),
         offsetof(cmb_upstream_ops, park),         offsetof(cmb_upstream_ops, unpark),
-        offsetof(cmb_upstream_ops, drop_parked),
+        offsetof(cmb_upstream_ops, drop_parked),  offsetof(cmb_upstream_ops, defer_access),
     };
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
         assert_int_equal(at[i], i * sizeof(void (*)(void)));
@@ -363,6 +399,7 @@ int main(void)
         cmocka_unit_test(vmm_pages),
         cmocka_unit_test(driver_calls_by_kind),
         cmocka_unit_test(handles_move),
+        cmocka_unit_test(access_deferred),
         cmocka_unit_test(fault_nth_and_every),
         cmocka_unit_test(fault_random_is_seeded),
         cmocka_unit_test(fault_capacity_cap),

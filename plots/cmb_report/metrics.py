@@ -143,6 +143,15 @@ KNOWN += [
        "upstream unpark calls (a kept handle mapped at a new address) the policy made while metered (docs/costs.md)."),
     _M("up_drop_parked_handles", "kept handles released", "count", "",
        "kept handles the policy released with drop_parked while metered (docs/costs.md)."),
+    _M("up_map_noaccess_calls", "upstream map calls, access deferred", "count", "",
+       "upstream map calls made between defer_access(1) and (0), their cuMemSetAccess left to the end "
+       "(docs/costs.md)."),
+    _M("up_unpark_noaccess_calls", "upstream unpark calls, access deferred", "count", "",
+       "upstream unpark calls made between defer_access(1) and (0), their cuMemSetAccess left to the end "
+       "(docs/costs.md)."),
+    _M("up_set_access_calls", "access calls at defer_access(0)", "count", "",
+       "cuMemSetAccess calls defer_access(0) made, one per contiguous range mapped while deferred "
+       "(docs/costs.md)."),
     _M("up_va_reserve_calls", "upstream va_reserve calls", "count", "",
        "upstream va_reserve calls the policy made while metered (docs/costs.md)."),
     _M("up_va_release_calls", "upstream va_release calls", "count", "",
