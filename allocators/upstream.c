@@ -594,7 +594,8 @@ static cmb_status acct_defer_access(cmb_upstream *u, int on)
     if (!im->deferring)
         return misuse(u, "defer_access(0) without defer_access(1)");
     im->deferring = 0;
-    qsort(im->pending, im->n_pending, sizeof *im->pending, by_va);
+    if (im->n_pending > 1) /* none may have been allocated: qsort takes no NULL */
+        qsort(im->pending, im->n_pending, sizeof *im->pending, by_va);
     cmb_status first_error = CMB_OK;
     for (size_t i = 0, j; i < im->n_pending; i = j) {
         uintptr_t end = im->pending[i].va + im->pending[i].size;

@@ -322,6 +322,9 @@ static void access_deferred(void **state)
     void *va;
     assert_int_equal(cmb_up_va_reserve(u, 16 * g, &va), CMB_OK);
     char *b = va;
+    assert_int_equal(cmb_up_defer_access(u, 1), CMB_OK);              /* nothing mapped: nothing set */
+    assert_int_equal(cmb_up_defer_access(u, 0), CMB_OK);
+    assert_int_equal(u->driver.set_access, 0);
     assert_int_equal(cmb_up_map(u, b + 9 * g, g), CMB_OK);
     assert_int_equal(cmb_up_park(u, b + 9 * g, g), CMB_OK);
     assert_int_equal(u->driver.set_access, 1);
