@@ -7,7 +7,8 @@
  * device synchronization is measured as what it loses: spin kernels queued
  * back to back, once plain and once with the call between each pair; the
  * difference per call is the overlap it destroys (cudaFree, and
- * cudaDeviceSynchronize for comparison). Driver calls come through
+ * cudaDeviceSynchronize for comparison; the virtual memory calls, to see
+ * which of them wait for queued work). Driver calls come through
  * cudaGetDriverEntryPoint (allocators/cuda_util.c), never -lcuda. Each
  * available real: plug-in is timed as alloc+free pairs through the same
  * registry entry the harness runs. The whole run takes well under a minute
@@ -114,17 +115,22 @@ static int cal_malloc_free(cal_run *r)
 
 /* A chain of CAL_CHAIN spin kernels on `s`, with `between` (may be NULL)
  * called between each pair; returns the wall time until the chain is done. */
-static double chain(cudaStream_t s, int (*between)(void *ctx, int i), void *ctx)
+static double chain_of(cudaStream_t s, uint64_t spin_ns, int (*between)(void *ctx, int i), void *ctx)
 {
     cudaStreamSynchronize(s);
     double t0 = now_s();
     for (int i = 0; i < CAL_CHAIN; i++) {
-        cmb_kernel_spin(CAL_SPIN_NS, s);
+        cmb_kernel_spin(spin_ns, s);
         if (between && between(ctx, i))
             return -1;
     }
     cudaStreamSynchronize(s);
     return now_s() - t0;
+}
+
+static double chain(cudaStream_t s, int (*between)(void *ctx, int i), void *ctx)
+{
+    return chain_of(s, CAL_SPIN_NS, between, ctx);
 }
 
 typedef struct free_ctx {
@@ -252,7 +258,10 @@ static int vmm_round(const _cmb_driver_api *cu, CUdeviceptr va, size_t bytes, co
     return bad ? -1 : 0;
 }
 
-static int cal_vmm(cal_run *r, int device)
+static int cal_vmm_in_flight(cal_run *r, cudaStream_t s, const _cmb_driver_api *cu, const CUmemAllocationProp *prop,
+                             const CUmemAccessDesc *acc, size_t gran);
+
+static int cal_vmm(cal_run *r, int device, cudaStream_t s)
 {
     const _cmb_driver_api *cu = _cmb_driver(r->err, sizeof r->err);
     if (!cu)
@@ -286,8 +295,77 @@ static int cal_vmm(cal_run *r, int device)
     if (rc)
         snprintf(r->err, sizeof r->err, "a cuMemCreate/Map/SetAccess/Unmap/Release round failed");
     cu->cuMemAddressFree(va, most);
+    if (!rc)
+        rc = cal_vmm_in_flight(r, s, cu, &prop, &acc, gran);
     json_object_set_new(r->calls, "granularity_bytes", json_integer((json_int_t)gran));
     return rc;
+}
+
+/* --- the virtual memory calls with kernels queued ------------------------------------------------- *
+ * Whether a call waits for work already queued, measured as the sync loss
+ * above: a chain of spin kernels, plain and with one call between each
+ * pair, each call on a handle of its own that no kernel touches. Longer
+ * kernels than above (200 us), so that even cuMemSetAccess (about 40 us on
+ * an H200 when idle) leaves the host ahead of the device: a call that does
+ * not wait loses nothing. Spin kernels touch no memory, so what remapping
+ * costs kernels that do (their translations invalidated) is not in it. */
+
+#define CAL_VMM_SPIN_NS 200000ull
+#define CAL_VMM_PAGES 4 /* cmb's default handle (chunk=4) */
+enum { V_CREATE, V_MAP, V_ACCESS, V_UNMAP, V_RELEASE, V_OPS };
+
+typedef struct vmm_chain_ctx {
+    const _cmb_driver_api *cu;
+    CUdeviceptr va;
+    size_t bytes;
+    const CUmemAllocationProp *prop;
+    const CUmemAccessDesc *acc;
+    CUmemGenericAllocationHandle h[CAL_CHAIN];
+    int op;
+} vmm_chain_ctx;
+
+static int between_vmm(void *ctx, int i)
+{
+    vmm_chain_ctx *c = ctx;
+    CUdeviceptr at = c->va + (CUdeviceptr)i * c->bytes;
+    switch (c->op) {
+    case V_CREATE: return c->cu->cuMemCreate(&c->h[i], c->bytes, c->prop, 0) != CUDA_SUCCESS;
+    case V_MAP: return c->cu->cuMemMap(at, c->bytes, 0, c->h[i], 0) != CUDA_SUCCESS;
+    case V_ACCESS: return c->cu->cuMemSetAccess(at, c->bytes, c->acc, 1) != CUDA_SUCCESS;
+    case V_UNMAP: return c->cu->cuMemUnmap(at, c->bytes) != CUDA_SUCCESS;
+    default: return c->cu->cuMemRelease(c->h[i]) != CUDA_SUCCESS;
+    }
+}
+
+static int cal_vmm_in_flight(cal_run *r, cudaStream_t s, const _cmb_driver_api *cu, const CUmemAllocationProp *prop,
+                             const CUmemAccessDesc *acc, size_t gran)
+{
+    static const char *const names[V_OPS] = {"cuMemCreate_in_flight", "cuMemMap_in_flight",
+                                             "cuMemSetAccess_in_flight", "cuMemUnmap_in_flight",
+                                             "cuMemRelease_in_flight"};
+    static double loss[V_OPS][CAL_MAX_REPS];
+    vmm_chain_ctx c = {cu, 0, CAL_VMM_PAGES * gran, prop, acc, {0}, 0};
+    if (cu->cuMemAddressReserve(&c.va, CAL_CHAIN * c.bytes, 0, 0, 0) != CUDA_SUCCESS)
+        return snprintf(r->err, sizeof r->err, "cuMemAddressReserve failed"), -1;
+    int rc = 0;
+    for (int k = 0; k < r->reps && !rc; k++) {
+        /* each chain leaves the state the next one's calls need */
+        for (c.op = 0; c.op < V_OPS && !rc; c.op++) {
+            double plain = chain_of(s, CAL_VMM_SPIN_NS, NULL, NULL);
+            double with = chain_of(s, CAL_VMM_SPIN_NS, between_vmm, &c);
+            if (with < 0)
+                rc = -1;
+            loss[c.op][k] = (with - plain) / CAL_CHAIN;
+        }
+    }
+    cu->cuMemAddressFree(c.va, CAL_CHAIN * c.bytes);
+    if (rc)
+        return snprintf(r->err, sizeof r->err, "a VMM call between queued kernels failed"), -1;
+    for (int j = 0; j < V_OPS; j++) {
+        memcpy(r->t, loss[j], sizeof(double) * (size_t)r->reps);
+        cal_point(r, names[j], "pages", CAL_VMM_PAGES, r->reps);
+    }
+    return 0;
 }
 
 /* --- the real libraries ------------------------------------------------------------------------------ */
@@ -405,7 +483,7 @@ static int measure(cal_run *r, int device, json_t *doc)
         return -1;
     cudaFree(NULL); /* the context exists before the first timed call */
     int rc = cal_malloc_free(r) || cal_sync_loss(r, s) || cal_async(r, s) || cal_events(r, s) ||
-             cal_vmm(r, device);
+             cal_vmm(r, device, s);
     cudaStreamDestroy(s);
     if (rc)
         return -1;

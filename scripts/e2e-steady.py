@@ -24,7 +24,8 @@ before is a "repeat" step, the first of a shape a "new-shape" step):
 Each step is timed between torch.cuda.synchronize() calls. RUN.json holds
 the step times with each step's shape and whether it repeats one, the peak
 reserved and requested bytes (the library's counters, or
-torch.cuda.memory_stats()), and the library's upstream counters.
+torch.cuda.memory_stats()), and the library's upstream counters, in total
+and (up_allocs, up_frees) per step.
 """
 import argparse
 import glob
@@ -150,6 +151,14 @@ PROGRAMS = {"transformer": transformer_program, "gpt": gpt_program, "convnet": c
             "llm_decode": llm_decode_program}
 
 
+def upstream_calls(cmb):
+    """(upstream allocations, upstream frees) of the library so far, or None natively."""
+    if not cmb:
+        return None
+    s = cmb.stats()
+    return s["upstream_allocs"], s["upstream_frees"]
+
+
 def run(args):
     cmb = None
     if args.policy:
@@ -164,13 +173,18 @@ def run(args):
         step = PROGRAMS[args.program](torch)
         res["model"] = getattr(step, "model_name", args.program)
         seen = set()
+        up = upstream_calls(cmb)
         for i in range(args.steps):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             shape = step(i)
             torch.cuda.synchronize()
-            res["steps"].append({"i": i, "shape": shape, "repeat": shape in seen,
-                                 "ms": (time.perf_counter() - t0) * 1e3})
+            rec = {"i": i, "shape": shape, "repeat": shape in seen, "ms": (time.perf_counter() - t0) * 1e3}
+            if cmb:  # the step's upstream calls, read outside its timed region
+                now = upstream_calls(cmb)
+                rec.update(up_allocs=now[0] - up[0], up_frees=now[1] - up[1])
+                up = now
+            res["steps"].append(rec)
             seen.add(shape)
     except RuntimeError as e:  # OutOfMemoryError is one
         res["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
