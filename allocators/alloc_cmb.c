@@ -252,6 +252,8 @@ typedef struct cmb_cmb_counters {
     uint64_t moved;           /* handles moved (unpark) instead of created   */
     uint64_t events;          /* event records and re-records                */
     uint64_t syncs;           /* stream synchronizations                     */
+    uint64_t parked_after;    /* park_after calls: moved behind the stream's
+                                 own work, with no synchronization          */
     uint64_t arenas;          /* virtual ranges reserved                     */
     uint64_t hwm_pages;       /* high-water mark of needed pages             */
     uint64_t mapped_pages;    /* pages held now                              */
@@ -283,6 +285,7 @@ typedef struct cmbx {
     cmb_alloc_stats st;
     int hopeless;             /* the last growth could not fit even after a release */
     int no_park;              /* the upstream cannot move handles: unmap instead */
+    int no_park_after;        /* nor leave a range mapped behind a stream's work */
     uint64_t parked[CMB_PARK_MAX + 1]; /* handles parked by length, within a growth */
     CMB_DEBUG_ONLY(uint64_t ops;)
     char err[256];
@@ -386,27 +389,48 @@ static cmb_status unmap_handles(cmbx *a, arena *ar, uint64_t first, uint64_t n)
     return CMB_OK;
 }
 
+static cmb_status sync_stream(cmbx *a, sstream *s);
+
 /* Parks pages [first, first + n), whole handles of at most CMB_PARK_MAX
  * pages back to back: one call; the handles stay held until the growth
  * that asked for them maps them (unpark) or drops them. Falls back to
- * unmapping where the upstream cannot. */
-static cmb_status park_handles(cmbx *a, arena *ar, uint64_t first, uint64_t n)
+ * unmapping where the upstream cannot. `after`: the pages' frees are
+ * ordered on that stream alone, not yet known complete, and the growth is
+ * its own: the range may stay mapped behind that stream's work
+ * (park_after, no synchronization); every other way waits for it first. */
+static cmb_status park_handles(cmbx *a, arena *ar, uint64_t first, uint64_t n, sstream *after)
 {
     uint64_t len[512], k = 0;
-    for (uint64_t p = first, q; p < first + n; p = q) {
+    int can_park = !a->no_park;
+    for (uint64_t p = first, q; p < first + n && can_park; p = q) {
         for (q = p + 1; !pg_start(ar, q); q++)
             ;
-        if (a->no_park || q - p > CMB_PARK_MAX || k == 512)
-            return unmap_handles(a, ar, first, n);
-        len[k++] = q - p;
+        if (q - p > CMB_PARK_MAX || k == 512)
+            can_park = 0;
+        else
+            len[k++] = q - p;
     }
-    cmb_status s = cmb_up_park(a->up, (void *)(ar->base + (first << a->shift)), n << a->shift);
+    void *va = (void *)(ar->base + (first << a->shift));
+    cmb_status s;
+    if (can_park && after && !a->no_park_after) {
+        if ((s = cmb_up_park_after(a->up, va, n << a->shift, after->handle)) == CMB_OK) {
+            a->ctr.parked_after++;
+            goto parked;
+        }
+        a->no_park_after = s == CMB_ERR_UNSUPPORTED;
+    }
+    if (after && (s = sync_stream(a, after)) != CMB_OK)
+        return s;
+    if (!can_park)
+        return unmap_handles(a, ar, first, n);
+    s = cmb_up_park(a->up, va, n << a->shift);
     if (s == CMB_ERR_UNSUPPORTED || s == CMB_ERR_HOST_NOMEM) {
         a->no_park = s == CMB_ERR_UNSUPPORTED;
         return unmap_handles(a, ar, first, n);
     }
     if (s != CMB_OK)
         return s;
+parked:
     for (uint64_t i = 0; i < k; i++)
         a->parked[len[i]]++;
     memset(ar->mapped + first, 0, n);
@@ -656,6 +680,18 @@ static int order_block(cmbx *a, blk *b)
     if (b->also && sync_stream(a, b->also) != CMB_OK)
         return 0;
     return is_ordered(b);
+}
+
+/* The stream whose queued work alone may still use free block b, when it
+ * is ss, the stream a growth is for: b's pages may then move under the new
+ * block without waiting (stream order keeps the old work before the new).
+ * NULL when b is ordered or needs another stream's order. */
+static sstream *behind(blk *b, sstream *ss)
+{
+    settle(b);
+    if (!b->owner && !b->also)
+        return NULL;
+    return (!b->owner || b->owner == ss) && (!b->also || b->also == ss) ? ss : NULL;
 }
 
 /* --- free blocks and holes -------------------------------------------------- */
@@ -1048,7 +1084,7 @@ static void whole_handles(const arena *ar, uint64_t r0, uint64_t r1, uint64_t *u
  * `want` pages where it has them (from the end that touches a hole, else
  * from its top); *got is how many. b is split into a free front, the new
  * hole (merged with neighbouring holes) and a free back. */
-static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, int park, uint64_t *got)
+static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, int park, sstream *after, uint64_t *got)
 {
     arena *ar = b->ar;
     uint64_t i0 = (b->ptr - ar->base + a->page - 1) >> a->shift, i1 = (blk_end(b) - ar->base) >> a->shift;
@@ -1079,7 +1115,7 @@ static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, int park, uint64_t 
         return CMB_ERR_HOST_NOMEM;
     }
     uintptr_t lo = ar->base + (u0 << a->shift), end = blk_end(b);
-    cmb_status st = park ? park_handles(a, ar, u0, n) : unmap_handles(a, ar, u0, n);
+    cmb_status st = park ? park_handles(a, ar, u0, n, after) : unmap_handles(a, ar, u0, n);
     *got = st == CMB_OK ? n : 0;
     uintptr_t hi = lo + (*got << a->shift);
     free_erase(a, b);
@@ -1117,7 +1153,7 @@ static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, int park, uint64_t 
  * them). The candidates are chosen without regard to order, then ordered by
  * synchronizing where needed: the choice is the same however far the device
  * lags. Returns the pages unmapped. */
-static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep, int park)
+static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep, int park, sstream *ss)
 {
     uint64_t done = 0;
     blk **cand = NULL;
@@ -1149,9 +1185,10 @@ static uint64_t reclaim(cmbx *a, uint64_t want, const blk *keep, int park)
         }
         for (size_t i = 0; i < n_cand && done < want; i++) {
             uint64_t got;
-            if (!order_block(a, cand[i]))
+            sstream *after = park ? behind(cand[i], ss) : NULL;
+            if (!after && !order_block(a, cand[i]))
                 continue;
-            cmb_status st = unmap_from(a, cand[i], want - done, park, &got);
+            cmb_status st = unmap_from(a, cand[i], want - done, park, after, &got);
             done += got;
             if (st != CMB_OK)
                 break;
@@ -1189,7 +1226,7 @@ static cmb_status release_all(cmbx *a)
     cmb_status st = sync_streams(a);
     if (a->n_streams > 1)
         consolidate(a);
-    reclaim(a, UINT64_MAX, NULL, 0);
+    reclaim(a, UINT64_MAX, NULL, 0, NULL);
     return st;
 }
 
@@ -1311,7 +1348,7 @@ static cmb_status grow(cmbx *a, int hp, uint64_t s, size_t size, sstream *ss, vo
     if (a->mapped_pages + p.n > budget) {
         uint64_t want = a->mapped_pages + p.n - budget;
         harvest(a);
-        uint64_t got = reclaim(a, want, p.hole, 1);
+        uint64_t got = reclaim(a, want, p.hole, 1, ss);
         a->ctr.budget_unmaps += got;
         free_pages += got;
         if (got < want)

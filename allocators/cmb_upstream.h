@@ -133,6 +133,17 @@ typedef struct cmb_upstream_driver_stats {
  *                   as PyTorch's ExpandableSegment::mapAndSetAccess does for
  *                   a grown range) and ends the deferral. Memory mapped so
  *                   is not usable until then. No effect where nothing maps.
+ *  park_after       as park, for a range whose last use is work already
+ *                   queued on `stream`: the handles are kept at once (unpark
+ *                   may map them elsewhere for work queued after it on that
+ *                   stream, drop_parked may release them), while the range
+ *                   stays mapped until that work is done; the upstream
+ *                   unmaps it then, seen on a later call, and waits for the
+ *                   work before mapping anything in the range again or
+ *                   releasing its reservation. No host synchronization where
+ *                   the memory moves within one stream (a handle may be
+ *                   mapped at two addresses at once). Counted and priced as
+ *                   park; sim: park (its work is done at once).
  */
 #define CMB_UPSTREAM_OPS(X)                                                                      \
     X(alloc, (size_t size, cmb_stream stream, void **ptr), (size, stream, ptr), ACCOUNTED)     \
@@ -150,7 +161,8 @@ typedef struct cmb_upstream_driver_stats {
     X(park, (void *va, size_t size), (va, size), ACCOUNTED)                                    \
     X(unpark, (void *va, size_t size), (va, size), ACCOUNTED)                                  \
     X(drop_parked, (size_t size), (size), ACCOUNTED)                                           \
-    X(defer_access, (int on), (on), ACCOUNTED)
+    X(defer_access, (int on), (on), ACCOUNTED)                                                 \
+    X(park_after, (void *va, size_t size, cmb_stream stream), (va, size, stream), ACCOUNTED)
 
 /* (a, b) -> a, b: splices a parenthesised list into another. */
 #define CMB_UNPAREN(...) __VA_ARGS__

@@ -459,12 +459,14 @@ static int page_starts(const reservation *r, size_t p)
     return (r->starts[p / 8] >> (p % 8)) & 1;
 }
 
-static cmb_status acct_park(cmb_upstream *u, void *va, size_t size)
+/* park, or park_after(stream) where `after`: the same accounting (the
+ * backend unmaps later, the handles are kept at once either way) */
+static cmb_status park_range(cmb_upstream *u, void *va, size_t size, int after, cmb_stream stream)
 {
     upstream_impl *im = impl_of(u);
     reservation *r;
     size_t first, pages = size / u->granularity;
-    if (!im->be->park)
+    if (after ? !im->be->park_after : !im->be->park)
         return CMB_ERR_UNSUPPORTED;
     cmb_status st = check_page_range(u, va, size, &r, &first);
     if (st != CMB_OK)
@@ -488,7 +490,8 @@ static cmb_status acct_park(cmb_upstream *u, void *va, size_t size)
             fresh[n_fresh++] = sz;
         }
     }
-    if ((st = im->be->park(im->be_state, va, size)) != CMB_OK)
+    st = after ? im->be->park_after(im->be_state, va, size, stream) : im->be->park(im->be_state, va, size);
+    if (st != CMB_OK)
         return st;
     for (size_t p = first, q; p < end; p = q) {
         for (q = p + 1; q < end && !page_starts(r, q); q++)
@@ -501,6 +504,16 @@ static cmb_status acct_park(cmb_upstream *u, void *va, size_t size)
     driver_count(u, &u->driver.mem_unmap, handles);
     pending_drop(im, va, size);
     return CMB_OK;
+}
+
+static cmb_status acct_park(cmb_upstream *u, void *va, size_t size)
+{
+    return park_range(u, va, size, 0, NULL);
+}
+
+static cmb_status acct_park_after(cmb_upstream *u, void *va, size_t size, cmb_stream stream)
+{
+    return park_range(u, va, size, 1, stream);
 }
 
 static cmb_status acct_unpark(cmb_upstream *u, void *va, size_t size)

@@ -170,6 +170,13 @@ static cmb_status sim_park(void *state, void *va, size_t size)
     return CMB_OK;
 }
 
+/* Sim work is done as soon as it is issued: nothing left to wait for. */
+static cmb_status sim_park_after(void *state, void *va, size_t size, cmb_stream stream)
+{
+    (void)stream;
+    return sim_park(state, va, size);
+}
+
 static cmb_status sim_unpark(void *state, void *va, size_t size)
 {
     (void)state, (void)va, (void)size;
@@ -250,6 +257,7 @@ const _cmb_backend _cmb_backend_sim = {
     .map = sim_map,
     .unmap = sim_unmap,
     .park = sim_park,
+    .park_after = sim_park_after,
     .unpark = sim_unpark,
     .drop_parked = sim_drop_parked,
     .event_record = sim_event_record,

@@ -12,6 +12,14 @@
  * address; drop_parked -> cuMemRelease (moving physical memory, GMLake).
  * Under defer_access map and unpark skip cuMemSetAccess, and upstream.c
  * sets it once over each contiguous range mapped (set_access).
+ * park_after -> the handles kept at once, their old mappings left in place
+ * behind an event recorded on the stream whose queued work may still use
+ * them, and cuMemUnmap'd once it completes (looked at by later calls):
+ * the driver maps one handle at several addresses, so unpark can place it
+ * under a block for work queued after on that stream without waiting. A
+ * map into a range still waiting, a reservation's release and close wait
+ * for its event; a cuMemCreate out of memory waits for all and tries again
+ * (a released handle's memory returns with its last mapping).
  * The granularity is the device's minimum (2 MiB on H100 and H200,
  * measured; see DESIGN.md). Entry points come from cudaGetDriverEntryPoint*.
  */
@@ -44,7 +52,13 @@ typedef struct vmm_state {
     /* handles park() unmapped and kept: still held, mapped again by unpark */
     struct { CUmemGenericAllocationHandle h; size_t size; } *parked;
     size_t n_parked, cap_parked;
+    /* park_after's old mappings, one per handle, unmapped once `ev` (one
+     * per park_after, shared by its handles, in the order made) completes */
+    struct later { CUdeviceptr va; size_t size; cudaEvent_t ev; } *later;
+    size_t n_later, cap_later;
 } vmm_state;
+
+static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi);
 
 static cmb_status cu_status(CUresult r)
 {
@@ -105,17 +119,84 @@ static cmb_status vmm_open(const cmb_upstream_config *cfg, void **state, size_t 
 static void vmm_close(void *state)
 {
     vmm_state *s = state;
+    later_wait(s, 0, 0);
     cmb_hashmap_free(&s->handles);
     cmb_hashmap_free(&s->sizes);
     free(s->parked);
+    free(s->later);
     free(s);
+}
+
+/* --- park_after's mappings left for later ---------------------------------------------------- */
+
+/* Unmaps the old mappings of later[i, j) (one park_after's, their event
+ * done or waited for) and destroys their event. */
+static void later_unmap(vmm_state *s, size_t i, size_t j)
+{
+    for (size_t k = i; k < j; k++)
+        s->cu->cuMemUnmap(s->later[k].va, s->later[k].size); /* a failure leaves the range unusable, no more */
+    cudaEventDestroy(s->later[i].ev);
+    memmove(s->later + i, s->later + j, (s->n_later - j) * sizeof *s->later);
+    s->n_later -= j - i;
+}
+
+/* The end of the group (one event) that starts at i. */
+static size_t later_group(const vmm_state *s, size_t i)
+{
+    size_t j = i + 1;
+    while (j < s->n_later && s->later[j].ev == s->later[i].ev)
+        j++;
+    return j;
+}
+
+/* Unmaps what waits behind completed events: one query per park_after. */
+static void later_poll(vmm_state *s)
+{
+    for (size_t i = 0; i < s->n_later;) {
+        size_t j = later_group(s, i);
+        if (cudaEventQuery(s->later[i].ev) == cudaSuccess)
+            later_unmap(s, i, j);
+        else
+            i = j;
+    }
+}
+
+/* Waits for the groups with a mapping inside [lo, hi) (every group when
+ * lo == hi == 0) and unmaps them. */
+static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi)
+{
+    for (size_t i = 0; i < s->n_later;) {
+        size_t j = later_group(s, i), k = i;
+        while (k < j && hi && (s->later[k].va + s->later[k].size <= lo || s->later[k].va >= hi))
+            k++;
+        if (k == j) {
+            i = j;
+            continue;
+        }
+        cudaEventSynchronize(s->later[i].ev);
+        later_unmap(s, i, j);
+    }
+}
+
+/* Before mapping [va, va + size): old mappings there must go first. */
+static void later_clear(vmm_state *s, CUdeviceptr va, size_t size)
+{
+    if (!s->n_later)
+        return;
+    later_poll(s);
+    later_wait(s, va, va + size);
 }
 
 /* Create one handle of `size` bytes and map it at va with access set. */
 static cmb_status map_one(vmm_state *s, CUdeviceptr va, size_t size)
 {
     CUmemGenericAllocationHandle h;
+    later_clear(s, va, size);
     CUresult r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && s->n_later) {
+        later_wait(s, 0, 0); /* released handles still mapped hold memory */
+        r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
+    }
     if (r != CUDA_SUCCESS)
         return cu_status(r);
     r = s->cu->cuMemMap(va, size, 0, h, 0);
@@ -159,6 +240,8 @@ static cmb_status vmm_va_reserve(void *state, size_t size, void **va)
 static cmb_status vmm_va_release(void *state, void *va, size_t size)
 {
     vmm_state *s = state;
+    if (s->n_later)
+        later_wait(s, (CUdeviceptr)(uintptr_t)va, (CUdeviceptr)(uintptr_t)va + size);
     return cu_status(s->cu->cuMemAddressFree((CUdeviceptr)(uintptr_t)va, size));
 }
 
@@ -197,10 +280,10 @@ static cmb_status vmm_unmap(void *state, void *va, size_t size)
  * (GMLake's stitching moves physical memory so, without a release and a
  * create); unpark: cuMemMap + cuMemSetAccess of a kept handle of exactly
  * `size` bytes; drop_parked: cuMemRelease of one. */
-static cmb_status vmm_park(void *state, void *va, size_t size)
+/* park (ev NULL: each handle unmapped now) or park_after (ev recorded on
+ * the stream: each old mapping left for later_poll) */
+static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEvent_t ev)
 {
-    vmm_state *s = state;
-    uintptr_t base = (uintptr_t)va;
     if (!covers_whole_handles(s, base, size))
         return CMB_ERR_INVALID;
     size_t need = 0;
@@ -217,13 +300,26 @@ static cmb_status vmm_park(void *state, void *va, size_t size)
         s->parked = grown;
         s->cap_parked = cap;
     }
+    if (ev && s->n_later + need > s->cap_later) {
+        size_t cap = (s->n_later + need) * 2;
+        void *grown = realloc(s->later, cap * sizeof *s->later);
+        if (!grown)
+            return CMB_ERR_HOST_NOMEM;
+        s->later = grown;
+        s->cap_later = cap;
+    }
     cmb_status first_error = CMB_OK;
     for (size_t off = 0; off < size;) {
         uint64_t len = 0, h = 0;
-        cmb_hashmap_get(&s->sizes, (uint64_t)(base + off), &len);
-        cmb_hashmap_remove(&s->handles, (uint64_t)(base + off), &h);
-        cmb_hashmap_remove(&s->sizes, (uint64_t)(base + off), NULL);
-        CUresult r = s->cu->cuMemUnmap((CUdeviceptr)(base + off), (size_t)len);
+        CUdeviceptr at = (CUdeviceptr)(base + off);
+        cmb_hashmap_get(&s->sizes, (uint64_t)at, &len);
+        cmb_hashmap_remove(&s->handles, (uint64_t)at, &h);
+        cmb_hashmap_remove(&s->sizes, (uint64_t)at, NULL);
+        CUresult r = CUDA_SUCCESS;
+        if (ev)
+            s->later[s->n_later++] = (struct later){at, (size_t)len, ev};
+        else
+            r = s->cu->cuMemUnmap(at, (size_t)len);
         if (r == CUDA_SUCCESS) {
             s->parked[s->n_parked].h = (CUmemGenericAllocationHandle)h;
             s->parked[s->n_parked++].size = (size_t)len;
@@ -240,6 +336,43 @@ static cmb_status vmm_park(void *state, void *va, size_t size)
     return first_error;
 }
 
+/* park: cuMemUnmap of each whole handle in the range, the handle kept
+ * (GMLake's stitching moves physical memory so, without a release and a
+ * create); unpark: cuMemMap + cuMemSetAccess of a kept handle of exactly
+ * `size` bytes; drop_parked: cuMemRelease of one. */
+static cmb_status vmm_park(void *state, void *va, size_t size)
+{
+    return park_handles(state, (uintptr_t)va, size, NULL);
+}
+
+/* park_after: an event behind the stream's queued work instead of waiting
+ * for it; without one, the wait (a synchronization) and park. */
+static cmb_status vmm_park_after(void *state, void *va, size_t size, cmb_stream stream)
+{
+    vmm_state *s = state;
+    cudaEvent_t ev;
+    if (s->n_later)
+        later_poll(s);
+    if (!covers_whole_handles(s, (uintptr_t)va, size))
+        return CMB_ERR_INVALID;
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        ev = NULL;
+    else if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
+        cudaEventDestroy(ev);
+        ev = NULL;
+    }
+    if (!ev) {
+        cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+        if (e != cudaSuccess)
+            return CMB_ERR_CUDA;
+        return park_handles(s, (uintptr_t)va, size, NULL);
+    }
+    cmb_status st = park_handles(s, (uintptr_t)va, size, ev);
+    if (s->n_later == 0 || s->later[s->n_later - 1].ev != ev)
+        cudaEventDestroy(ev); /* nothing left behind it */
+    return st;
+}
+
 /* unpark, the access left to set (defer_access) or set here */
 static cmb_status unpark_at(vmm_state *s, CUdeviceptr at, size_t size, int access)
 {
@@ -249,6 +382,7 @@ static cmb_status unpark_at(vmm_state *s, CUdeviceptr at, size_t size, int acces
     if (!i)
         return CMB_ERR_NOT_FOUND;
     CUmemGenericAllocationHandle h = s->parked[i - 1].h;
+    later_clear(s, at, size);
     CUresult r = s->cu->cuMemMap(at, size, 0, h, 0);
     if (r != CUDA_SUCCESS)
         return cu_status(r);
@@ -315,6 +449,16 @@ static cmb_status vmm_set_access(void *state, void *va, size_t size)
     return cu_status(s->cu->cuMemSetAccess((CUdeviceptr)(uintptr_t)va, size, &s->access, 1));
 }
 
+/* The driver's free memory, after unmapping what waited behind work now
+ * done (a released handle's memory returns with its last mapping). */
+static cmb_status vmm_mem_info(void *state, size_t *free_bytes, size_t *total_bytes)
+{
+    vmm_state *s = state;
+    if (s->n_later)
+        later_poll(s);
+    return _cmb_cuda_mem_info(state, free_bytes, total_bytes);
+}
+
 static size_t round_up(size_t x, size_t a)
 {
     return cmb_size_round_up_sat(x, a); /* saturates: a huge x never wraps to a small one */
@@ -372,6 +516,7 @@ const _cmb_backend _cmb_backend_vmm = {
     .map = vmm_map,
     .unmap = vmm_unmap,
     .park = vmm_park,
+    .park_after = vmm_park_after,
     .unpark = vmm_unpark,
     .drop_parked = vmm_drop_parked,
     .map_noaccess = vmm_map_noaccess,
@@ -381,7 +526,7 @@ const _cmb_backend _cmb_backend_vmm = {
     .event_query = _cmb_cuda_event_query,
     .event_destroy = _cmb_cuda_event_destroy,
     .stream_sync = _cmb_cuda_stream_sync,
-    .mem_info = _cmb_cuda_mem_info,
+    .mem_info = vmm_mem_info,
     .event_rerecord = _cmb_cuda_event_rerecord,
     .device_used = vmm_device_used,
     .device_peak = vmm_device_peak,

@@ -282,7 +282,7 @@ static int cal_vmm(cal_run *r, int device, cudaStream_t s)
     int rc = 0;
     for (size_t i = 0; i < N_OF(cal_pages) && !rc; i++) {
         for (int k = 0; k < r->reps && !rc; k++) {
-            double one[5];
+            double one[5] = {0};
             rc = vmm_round(cu, va, cal_pages[i] * gran, &prop, &acc, one);
             for (int j = 0; j < 5; j++)
                 vt.t[j][k] = one[j];

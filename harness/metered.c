@@ -56,6 +56,8 @@ COUNTED(event_rerecord, CMB_UPK_EVENT_RECORD, 1, (cmb_upstream * u, cmb_stream s
 COUNTED(event_query, CMB_UPK_EVENT_QUERY, 1, (cmb_upstream * u, cmb_event ev), (u, ev))
 COUNTED(stream_sync, CMB_UPK_STREAM_SYNC, 1, (cmb_upstream * u, cmb_stream s), (u, s))
 COUNTED(park, CMB_UPK_PARK, size, (cmb_upstream * u, void *va, size_t size), (u, va, size))
+/* park_after is park's driver calls, later: counted and priced as park */
+COUNTED(park_after, CMB_UPK_PARK, size, (cmb_upstream * u, void *va, size_t size, cmb_stream s), (u, va, size, s))
 #undef COUNTED
 
 /* map and unpark: without their access call while deferred (defer_access) */
@@ -129,6 +131,7 @@ static void attach_counts(cmb_metered *mt)
     n->ops.event_query = n->orig->event_query ? count_event_query : NULL;
     n->ops.stream_sync = n->orig->stream_sync ? count_stream_sync : NULL;
     n->ops.park = n->orig->park ? count_park : NULL;
+    n->ops.park_after = n->orig->park_after ? count_park_after : NULL;
     n->ops.unpark = n->orig->unpark ? count_unpark : NULL;
     n->ops.drop_parked = n->orig->drop_parked ? count_drop_parked : NULL;
     n->ops.defer_access = n->orig->defer_access ? count_defer_access : NULL;

@@ -29,7 +29,7 @@
  * its size, checked in counters(). */
 typedef struct cmb_cmb_counters {
     uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, moved, events,
-        syncs, arenas,
+        syncs, parked_after, arenas,
         hwm_pages, mapped_pages, cached_pages;
 } cmb_cmb_counters;
 size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out);
@@ -637,6 +637,34 @@ static void unmapping_waits_for_order(void **state)
     close_gated(&f);
 }
 
+/* Pages freed on the stream that grows move under its new block without a
+ * synchronization: park_after leaves their old range mapped behind the
+ * stream's queued work (stream order keeps that work before the new
+ * block's); the pages themselves are never unmapped early. */
+static void same_stream_moves_without_waiting(void **state)
+{
+    (void)state;
+    fx f = open_gated("fast_bins=false", 0);
+    void *a = get(&f, 20 * MiB, S1);
+    void *s = get(&f, 2 * MiB, S1);
+    put(&f, a, 20 * MiB, S1); /* 10 cached pages, S1 still running */
+    gate.watch = (uintptr_t)a;
+    gate.watch_len = 20 * MiB;
+    gate.watch_stream = 1;
+    void *b = get(&f, 40 * MiB, S1);
+    assert_int_equal(gate.violations, 0);
+    assert_int_equal(gate.synced[1], 0);
+    cmb_cmb_counters c = counters(&f);
+    assert_int_equal(c.syncs, 0);
+    assert_true(c.parked_after > 0);
+    assert_true(c.moved > 0);
+    assert_int_equal(c.budget_unmaps, 10);
+    assert_int_equal(RESERVED(&f), 42 * MiB);
+    put(&f, b, 40 * MiB, S1);
+    put(&f, s, 2 * MiB, S1);
+    close_gated(&f);
+}
+
 /* --- the sample traces ----------------------------------------------------------------------- */
 
 /* Replays a trace `passes` times (what is live at the end of a pass is
@@ -828,6 +856,7 @@ int main(void)
         cmocka_unit_test(freed_block_waits_for_its_stream),
         cmocka_unit_test(cross_stream_free_needs_both),
         cmocka_unit_test(unmapping_waits_for_order),
+        cmocka_unit_test(same_stream_moves_without_waiting),
         cmocka_unit_test(sample_traces_within_two_percent),
         cmocka_unit_test(keep_stops_pages_circulating),
         cmocka_unit_test(keep_waits_for_a_steady_need),

@@ -39,7 +39,7 @@
 /* Mirrors cmb_cmb_counters in allocators/alloc_cmb.c (size checked). */
 typedef struct cmb_cmb_counters {
     uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, moved, events,
-        syncs, arenas,
+        syncs, parked_after, arenas,
         hwm_pages, mapped_pages, cached_pages;
 } cmb_cmb_counters;
 size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out);
@@ -62,6 +62,11 @@ static struct lag {
     uint64_t (*freed)[NS + 1];
     size_t n_rows, cap_rows;
     uint64_t early_unmaps;
+    /* park_after's ranges, mapped until the stream's work then queued is
+     * done: a map or unpark there waits for it (the upstream's contract) */
+    struct { uintptr_t va; size_t size; int s; uint64_t at; } after[4096];
+    size_t n_after;
+    uint64_t waits; /* such waits */
 } lag;
 
 static int sidx(cmb_stream s)
@@ -125,6 +130,49 @@ static cmb_status lag_unmap(cmb_upstream *u, void *va, size_t size)
     return lag.sim_ops->unmap(u, va, size);
 }
 
+static cmb_status lag_park_after(cmb_upstream *u, void *va, size_t size, cmb_stream s)
+{
+    cmb_status st = lag.sim_ops->park_after(u, va, size, s);
+    if (st == CMB_OK) {
+        assert_true(lag.n_after < sizeof lag.after / sizeof lag.after[0]);
+        lag.after[lag.n_after].va = (uintptr_t)va;
+        lag.after[lag.n_after].size = size;
+        lag.after[lag.n_after].s = sidx(s);
+        lag.after[lag.n_after++].at = lag.clock;
+    }
+    return st;
+}
+
+/* Mapping into a range park_after left waits for that range's work. */
+static void wait_for_after(void *va, size_t size)
+{
+    uintptr_t lo = (uintptr_t)va, hi = lo + size;
+    size_t k = 0;
+    for (size_t i = 0; i < lag.n_after; i++) {
+        if (lag.after[i].at <= lag.done[lag.after[i].s])
+            continue; /* done: the upstream has unmapped it */
+        if (lag.after[i].va < hi && lo < lag.after[i].va + lag.after[i].size) {
+            lag.done[lag.after[i].s] = lag.after[i].at;
+            lag.waits++;
+            continue;
+        }
+        lag.after[k++] = lag.after[i];
+    }
+    lag.n_after = k;
+}
+
+static cmb_status lag_map(cmb_upstream *u, void *va, size_t size)
+{
+    wait_for_after(va, size);
+    return lag.sim_ops->map(u, va, size);
+}
+
+static cmb_status lag_unpark(cmb_upstream *u, void *va, size_t size)
+{
+    wait_for_after(va, size);
+    return lag.sim_ops->unpark(u, va, size);
+}
+
 /* A free of [p, p + size) on stream s at the current clock. */
 static void note_free(uintptr_t p, uint64_t size, int s)
 {
@@ -173,6 +221,9 @@ static fx open_lagged(const char *options, uint64_t capacity, const uint64_t *de
         lag_ops.stream_sync = lag_stream_sync;
     }
     lag_ops.unmap = lag_unmap;
+    lag_ops.park_after = lag_park_after;
+    lag_ops.map = lag_map;
+    lag_ops.unpark = lag_unpark;
     f.up->ops = &lag_ops;
     return f;
 }
@@ -199,7 +250,7 @@ static void close_lagged(fx *f)
 
 typedef struct outcome {
     int64_t held_peak;
-    uint64_t map_calls, unmap_calls, over_budget, syncs;
+    uint64_t map_calls, unmap_calls, over_budget, syncs, parked_after, waits;
 } outcome;
 
 /* Frees what one pass of the trace left live, as the replay scenario does. */
@@ -255,7 +306,7 @@ static outcome replay(const char *path, const char *options, const uint64_t *del
         end_pass(&f, ptr, size, n);
     }
     cmb_cmb_counters c = counters(&f);
-    outcome o = {f.up->stats.held_peak, c.map_calls, c.unmap_calls, c.over_budget, c.syncs};
+    outcome o = {f.up->stats.held_peak, c.map_calls, c.unmap_calls, c.over_budget, c.syncs, c.parked_after, lag.waits};
     assert_int_equal(lag.early_unmaps, 0);
     free(ptr);
     free(size);
@@ -295,9 +346,11 @@ static void traces_hold_the_same_whatever_the_lag(void **state)
                     assert_int_equal(o.over_budget, sim.over_budget);
                     if (j == 3)
                         print_message("%s %s x%d: held peak %.1f MiB; with work never done unprompted, %llu "
-                                      "synchronizations\n",
+                                      "synchronizations, %llu ranges parked behind their stream (%llu waited for at "
+                                      "a later map)\n",
                                       traces[i], options[k] ? options[k] : "", passes, (double)o.held_peak / MiB,
-                                      (unsigned long long)o.syncs);
+                                      (unsigned long long)o.syncs, (unsigned long long)o.parked_after,
+                                      (unsigned long long)o.waits);
                 }
             }
         }
@@ -369,12 +422,12 @@ static void random_streams(const char *options, uint64_t capacity, const uint64_
         }
     }
     cmb_cmb_counters c = counters(&f);
-    print_message("%s, %llu MiB, lags %llu/%llu/%llu: %llu syncs, %llu events, %llu budget unmaps, %llu "
-                  "out of memory\n",
+    print_message("%s, %llu MiB, lags %llu/%llu/%llu: %llu syncs, %llu parked behind their stream (%llu waited "
+                  "for at a later map), %llu events, %llu budget unmaps, %llu out of memory\n",
                   options ? options : "defaults", (unsigned long long)(capacity / MiB),
                   (unsigned long long)delays[0], (unsigned long long)delays[1], (unsigned long long)delays[2],
-                  (unsigned long long)c.syncs, (unsigned long long)c.events, (unsigned long long)c.budget_unmaps,
-                  (unsigned long long)ooms);
+                  (unsigned long long)c.syncs, (unsigned long long)c.parked_after, (unsigned long long)lag.waits,
+                  (unsigned long long)c.events, (unsigned long long)c.budget_unmaps, (unsigned long long)ooms);
     assert_int_equal(violations, 0);
     assert_int_equal(lag.early_unmaps, 0);
     assert_true(c.budget_unmaps > 0);

@@ -185,6 +185,35 @@ static void handles_move(void **state)
     assert_int_equal(cmb_upstream_close(u), (int64_t)g);
 }
 
+/* park_after: park's accounting at once (the handles kept, the range free
+ * to map again, its cuMemUnmap counted), the checks of park. */
+static void park_after_is_park(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(64u << 20, (cmb_fault_spec){0});
+    const size_t g = u->granularity;
+    cmb_stream s1 = (cmb_stream)(uintptr_t)1;
+    void *va;
+    assert_int_equal(cmb_up_va_reserve(u, 16 * g, &va), CMB_OK);
+    char *b = va;
+    assert_int_equal(cmb_up_map(u, b, 2 * g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, b + 2 * g, g), CMB_OK);
+    assert_int_equal(cmb_up_park_after(u, b, g, s1), CMB_ERR_INVALID); /* half a handle: misuse */
+    assert_int_equal(cmb_up_park_after(u, b, 3 * g, s1), CMB_OK);
+    assert_int_equal(u->driver.mem_unmap, 2);
+    assert_int_equal(u->stats.held_current, (int64_t)(3 * g)); /* still held */
+    assert_false(cmb_upstream_contains(u, b, g));
+    assert_int_equal(cmb_up_unpark(u, b + 8 * g, 2 * g), CMB_OK); /* elsewhere */
+    assert_int_equal(cmb_up_map(u, b, g), CMB_OK);                  /* and the old range again */
+    assert_int_equal(cmb_up_drop_parked(u, SIZE_MAX), CMB_OK);
+    assert_int_equal(u->stats.held_current, (int64_t)(3 * g));
+    assert_int_equal(cmb_up_unmap(u, b, g), CMB_OK);
+    assert_int_equal(cmb_up_unmap(u, b + 8 * g, 2 * g), CMB_OK);
+    assert_int_equal(cmb_up_va_release(u, va, 16 * g), CMB_OK);
+    assert_int_equal(cmb_upstream_misuse_count(u), 1);
+    assert_int_equal(cmb_upstream_close(u), 0);
+}
+
 static int count_failures(cmb_upstream *u, int requests)
 {
     int failed = 0;
@@ -364,6 +393,7 @@ static void ops_table_keeps_the_abi_order(void **state)
         offsetof(cmb_upstream_ops, mem_info),     offsetof(cmb_upstream_ops, event_rerecord),
         offsetof(cmb_upstream_ops, park),         offsetof(cmb_upstream_ops, unpark),
         offsetof(cmb_upstream_ops, drop_parked),  offsetof(cmb_upstream_ops, defer_access),
+        offsetof(cmb_upstream_ops, park_after),
     };
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
         assert_int_equal(at[i], i * sizeof(void (*)(void)));
@@ -402,6 +432,7 @@ int main(void)
         cmocka_unit_test(vmm_pages),
         cmocka_unit_test(driver_calls_by_kind),
         cmocka_unit_test(handles_move),
+        cmocka_unit_test(park_after_is_park),
         cmocka_unit_test(access_deferred),
         cmocka_unit_test(fault_nth_and_every),
         cmocka_unit_test(fault_random_is_seeded),
