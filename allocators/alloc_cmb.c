@@ -87,8 +87,13 @@
  * freeing stream). Nothing is unmapped before its frees are ordered: the
  * budget synchronizes the streams of the pages it chose that are not
  * (PyTorch synchronizes before cuMemUnmap too, ExpandableSegment::unmapHandles
- * in c10/cuda/CUDACachingAllocator.cpp, v2.11); out of memory and trim()
- * synchronize every stream. Sim events complete at once; on a GPU they
+ * in c10/cuda/CUDACachingAllocator.cpp, v2.11), except where those frees are
+ * all on the stream the growth is for: the range is then parked with
+ * park_after (its handles move at once, the old mapping goes when that
+ * stream's queued work is done; stream order keeps the old work before the
+ * new block's), which takes a synchronization out of the host's path in
+ * host-bound steps (results/nvidia-h200/cmb-park-after); out of memory and
+ * trim() synchronize every stream. Sim events complete at once; on a GPU they
  * mostly have not when a step's own frees are unmapped, and a budget that
  * skipped those pages held 2% more than sim replay predicted (docs/cmb.md).
  * With one stream, what cmb does is therefore the same whenever the device
@@ -107,8 +112,8 @@
  *    at most 64 skipped blocks of other streams; growth: O(holes) plus at
  *    most 2 + ceil(pages / chunk) map calls and one unmap call per cached
  *    run it takes pages from, none on a cache hit, and a
- *    stream synchronization per stream whose pages it unmaps before they
- *    are known complete (tests/test_policy_cmb_lag.c prints how many each
+ *    stream synchronization per other stream whose pages it unmaps before
+ *    they are known complete (tests/test_policy_cmb_lag.c prints how many each
  *    sample trace takes with a device that never finishes work unprompted:
  *    most in the steps where the shapes change, few in a pass replayed again).
  *  - host memory: one record per block and per hole, one byte per page of

@@ -250,9 +250,49 @@ def table(args):
         lines.append(f"| {prog} | {mode} | {n} | {failed} | {spread(per['steady'])} | {spread(per['rep'])} "
                      f"| {spread(per['new'])} | {spread(per['all'])} | {peak} | {ratio(med(per['steady']), b[0])} "
                      f"| {ratio(med(per['new']), b[1])} |")
+    lines += steps_table(runs)
     open(args.out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
+
+
+def steps_table(runs):
+    """Step by step, per program: native expandable's median over runs of
+    each step's time, and each other mode's median as a ratio to it (the
+    goal asks every step within 3%), then the sum of the new-shape steps
+    (step 0 excluded) per run, median [min-max]."""
+    lines = []
+    for prog in sorted({p for p, _ in runs}):
+        modes = sorted(m for p, m in runs if p == prog)
+        if "native-expandable" not in modes:
+            continue
+        ok = {m: [r for r in runs[(prog, m)] if not r["error"] and r["steps"]] for m in modes}
+        n = min(len(r["steps"]) for rs in ok.values() for r in rs) if all(ok.values()) else 0
+        if not n:
+            continue
+        others = [m for m in modes if m != "native-expandable"]
+        lines += ["", f"{prog}, step by step: native expandable's median ms over runs, the others' medians as "
+                  "a ratio to it (* a new shape)", "",
+                  "| step | shape | native expandable ms | " + " | ".join(others) + " |",
+                  "|---|---|---|" + "---|" * len(others)]
+        at = lambda m, i: med([r["steps"][i]["ms"] for r in ok[m]])  # noqa: E731
+        worst = {m: 0.0 for m in others}
+        for i in range(1, n):
+            st = ok["native-expandable"][0]["steps"][i]
+            b = at("native-expandable", i)
+            cells = []
+            for m in others:
+                q = at(m, i) / b
+                worst[m] = max(worst[m], q)
+                cells.append(f"{q:.3f}")
+            lines.append(f"| {i} | {st['shape']}{'' if st['repeat'] else '*'} | {b:.2f} | " + " | ".join(cells) + " |")
+        sums = {m: [sum(s["ms"] for s in r["steps"][1:n] if not s["repeat"]) for r in ok[m]] for m in modes}
+        b = med(sums["native-expandable"])
+        lines += ["", "| mode | new-shape steps, sum ms per run | ratio | worst step ratio |", "|---|---|---|---|"]
+        for m in modes:
+            w = f"{worst[m]:.3f}" if m in worst else "—"
+            lines.append(f"| {m} | {spread(sums[m])} | {med(sums[m]) / b:.3f} | {w} |")
+    return lines
 
 
 def main():

@@ -226,5 +226,46 @@ class TuneTable(unittest.TestCase):
         self.assertEqual(v(0.0, -6.0, 1.5, [67, 71, 80, 76], [69, 63, 70])[0], "not resolved")
 
 
+class E2eTable(unittest.TestCase):
+    """scripts/e2e-steady.py table: the committed real-program tables of
+    cmb-park-after are what it makes of their runs, and its step-by-step
+    ratios and sums are those of the JSON files."""
+    RUN = os.path.join(SRC, "results", "nvidia-h200", "cmb-park-after")
+
+    def table(self, part):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "e2e.md")
+            p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "e2e-steady.py"), "table", "--work",
+                                os.path.join(self.RUN, part, "e2e"), "--out", out],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(out) as f:
+                return f.read()
+
+    def test_committed_tables_are_regenerated(self):
+        for part in ("variants", "ab"):
+            with open(os.path.join(self.RUN, part, "e2e.md")) as f:
+                self.assertEqual(self.table(part), f.read(), part)
+
+    def test_step_ratio_and_new_shape_sums(self):
+        import json
+
+        def steps(mode):
+            runs = []
+            for r in (1, 2, 3):
+                with open(os.path.join(self.RUN, "ab", "e2e", f"transformer-{mode}-{r}.json")) as f:
+                    runs.append(json.load(f)["steps"])
+            return runs
+        nat, new = steps("native-expandable"), steps("cmb-new")
+        want = statistics.median(r[1]["ms"] for r in new) / statistics.median(r[1]["ms"] for r in nat)
+        out = self.table("ab")
+        row = next(ln for ln in out.splitlines() if ln.startswith("| 1 | seq200* |"))
+        self.assertEqual(row.split("|")[4].strip(), f"{want:.3f}")  # the columns: cmb-new, cmb-old
+        sums = [sum(s["ms"] for s in r[1:] if not s["repeat"]) for r in new]
+        rows = [ln for ln in out.splitlines() if ln.startswith("| cmb-new | ")]
+        self.assertIn(f"{statistics.median(sums):.2f} [{min(sums):.2f}-{max(sums):.2f}]", rows[-1])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
