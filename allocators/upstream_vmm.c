@@ -444,9 +444,7 @@ static cmb_status vmm_park_after(void *state, void *va, size_t size, cmb_stream 
     cudaEvent_t ev;
     if (!covers_whole_handles(s, (uintptr_t)va, size))
         return CMB_ERR_INVALID;
-    /* blocking: the worker sleeps in cudaEventSynchronize instead of spinning
-     * beside the allocating thread */
-    if (later_start(s) || cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync) != cudaSuccess)
+    if (later_start(s) || cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         ev = NULL;
     else if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
         cudaEventDestroy(ev);
