@@ -14,8 +14,7 @@
  * sets it once over each contiguous range mapped (set_access).
  * park_after -> the handles kept at once, their old mappings left in place
  * behind an event recorded on the stream whose queued work may still use
- * them, and cuMemUnmap'd once it completes, by a worker thread that also
- * makes drop_parked's cuMemRelease (off the allocating thread):
+ * them, and cuMemUnmap'd once it completes (looked at by later calls):
  * the driver maps one handle at several addresses, so unpark can place it
  * under a block for work queued after on that stream without waiting. A
  * map into a range still waiting, a reservation's release and close wait
@@ -24,7 +23,6 @@
  * The granularity is the device's minimum (2 MiB on H100 and H200,
  * measured; see DESIGN.md). Entry points come from cudaGetDriverEntryPoint*.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,22 +52,13 @@ typedef struct vmm_state {
     /* handles park() unmapped and kept: still held, mapped again by unpark */
     struct { CUmemGenericAllocationHandle h; size_t size; } *parked;
     size_t n_parked, cap_parked;
-    /* work for the worker thread, in the order made: a park_after's old
-     * mappings, one per handle (va != 0), unmapped once `ev` (one per
-     * park_after, shared by its handles) completes; a dropped handle
-     * (va == 0, ev NULL) released. Guarded by `lk`; only the worker
-     * removes entries, from the front. */
-    struct later { CUdeviceptr va; size_t size; cudaEvent_t ev; CUmemGenericAllocationHandle h; } *later;
+    /* park_after's old mappings, one per handle, unmapped once `ev` (one
+     * per park_after, shared by its handles, in the order made) completes */
+    struct later { CUdeviceptr va; size_t size; cudaEvent_t ev; } *later;
     size_t n_later, cap_later;
-    pthread_mutex_t lk;
-    pthread_cond_t more, done; /* entries added; entries removed */
-    pthread_t worker;
-    int worker_on, no_worker, stop;
-    int device;
 } vmm_state;
 
 static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi);
-static void later_stop(vmm_state *s);
 
 static cmb_status cu_status(CUresult r)
 {
@@ -107,10 +96,6 @@ static cmb_status vmm_open(const cmb_upstream_config *cfg, void **state, size_t 
         return CMB_ERR_HOST_NOMEM;
     }
     s->cu = cu;
-    s->device = cfg->device;
-    pthread_mutex_init(&s->lk, NULL);
-    pthread_cond_init(&s->more, NULL);
-    pthread_cond_init(&s->done, NULL);
     s->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     s->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     s->prop.location.id = cfg->device;
@@ -134,10 +119,7 @@ static cmb_status vmm_open(const cmb_upstream_config *cfg, void **state, size_t 
 static void vmm_close(void *state)
 {
     vmm_state *s = state;
-    later_stop(s);
-    pthread_mutex_destroy(&s->lk);
-    pthread_cond_destroy(&s->more);
-    pthread_cond_destroy(&s->done);
+    later_wait(s, 0, 0);
     cmb_hashmap_free(&s->handles);
     cmb_hashmap_free(&s->sizes);
     free(s->parked);
@@ -145,15 +127,20 @@ static void vmm_close(void *state)
     free(s);
 }
 
-/* --- park_after's old mappings and dropped handles: a worker thread ------------------------------ *
- * cuMemUnmap (about 20-30 us a call on an H200) and cuMemRelease are taken
- * off the allocating thread: where a step is host-bound, every call made
- * there shows in the step's time. The worker waits for each park_after's
- * event, then unmaps what it left; the allocating thread waits only when it
- * maps into a range still listed, releases its reservation, runs out of
- * memory, or closes. */
+/* --- park_after's mappings left for later ---------------------------------------------------- */
 
-/* The end of the group (one event, or a run of releases) that starts at i. */
+/* Unmaps the old mappings of later[i, j) (one park_after's, their event
+ * done or waited for) and destroys their event. */
+static void later_unmap(vmm_state *s, size_t i, size_t j)
+{
+    for (size_t k = i; k < j; k++)
+        s->cu->cuMemUnmap(s->later[k].va, s->later[k].size); /* a failure leaves the range unusable, no more */
+    cudaEventDestroy(s->later[i].ev);
+    memmove(s->later + i, s->later + j, (s->n_later - j) * sizeof *s->later);
+    s->n_later -= j - i;
+}
+
+/* The end of the group (one event) that starts at i. */
 static size_t later_group(const vmm_state *s, size_t i)
 {
     size_t j = i + 1;
@@ -162,127 +149,51 @@ static size_t later_group(const vmm_state *s, size_t i)
     return j;
 }
 
-#define LATER_BATCH 64
-
-static void *later_worker(void *arg)
+/* Unmaps what waits behind completed events: one query per park_after. */
+static void later_poll(vmm_state *s)
 {
-    vmm_state *s = arg;
-    struct later g[LATER_BATCH];
-    cudaSetDevice(s->device); /* the primary context, current for the driver calls */
-    pthread_mutex_lock(&s->lk);
-    for (;;) {
-        while (!s->n_later && !s->stop)
-            pthread_cond_wait(&s->more, &s->lk);
-        if (!s->n_later)
-            break;
-        size_t end = later_group(s, 0), n = end < LATER_BATCH ? end : LATER_BATCH;
-        memcpy(g, s->later, n * sizeof *g);
-        pthread_mutex_unlock(&s->lk);
-        if (g[0].ev)
-            cudaEventSynchronize(g[0].ev); /* done at once when waited for before */
-        for (size_t k = 0; k < n; k++) {
-            if (g[k].va)
-                s->cu->cuMemUnmap(g[k].va, g[k].size); /* a failure leaves the range unusable, no more */
-            else
-                s->cu->cuMemRelease(g[k].h);
-        }
-        pthread_mutex_lock(&s->lk);
-        memmove(s->later, s->later + n, (s->n_later - n) * sizeof *s->later);
-        s->n_later -= n;
-        pthread_cond_broadcast(&s->done);
-        if (n == end && g[0].ev) { /* the group's last entry gone: nothing refers to its event */
-            pthread_mutex_unlock(&s->lk);
-            cudaEventDestroy(g[0].ev);
-            pthread_mutex_lock(&s->lk);
-        }
+    for (size_t i = 0; i < s->n_later;) {
+        size_t j = later_group(s, i);
+        if (cudaEventQuery(s->later[i].ev) == cudaSuccess)
+            later_unmap(s, i, j);
+        else
+            i = j;
     }
-    pthread_mutex_unlock(&s->lk);
-    return NULL;
 }
 
-/* Starts the worker on first use; 0 when it runs. */
-static int later_start(vmm_state *s)
-{
-    if (s->worker_on)
-        return 0;
-    if (s->no_worker)
-        return -1;
-    if (pthread_create(&s->worker, NULL, later_worker, s) != 0) {
-        s->no_worker = 1;
-        return -1;
-    }
-    s->worker_on = 1;
-    return 0;
-}
-
-/* Lets the worker finish what is listed, then joins it. */
-static void later_stop(vmm_state *s)
-{
-    if (!s->worker_on)
-        return;
-    pthread_mutex_lock(&s->lk);
-    s->stop = 1;
-    pthread_cond_signal(&s->more);
-    pthread_mutex_unlock(&s->lk);
-    pthread_join(s->worker, NULL);
-    s->worker_on = 0;
-    free(s->later);
-    s->later = NULL;
-}
-
-/* Room for n more entries; call with lk held. */
-static int later_room(vmm_state *s, size_t n)
-{
-    if (s->n_later + n <= s->cap_later)
-        return 0;
-    size_t cap = (s->n_later + n) * 2;
-    void *grown = realloc(s->later, cap * sizeof *s->later);
-    if (!grown)
-        return -1;
-    s->later = grown;
-    s->cap_later = cap;
-    return 0;
-}
-
-static int later_overlaps(const vmm_state *s, CUdeviceptr lo, CUdeviceptr hi)
-{
-    for (size_t i = 0; i < s->n_later; i++)
-        if (s->later[i].va && s->later[i].va < hi && lo < s->later[i].va + s->later[i].size)
-            return 1;
-    return 0;
-}
-
-/* Waits until nothing listed lies in [lo, hi) (nothing at all when hi == 0):
- * before mapping there, releasing a reservation, retrying out of memory. */
+/* Waits for the groups with a mapping inside [lo, hi) (every group when
+ * lo == hi == 0) and unmaps them. */
 static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi)
 {
-    if (!s->worker_on)
-        return;
-    pthread_mutex_lock(&s->lk);
-    while (hi ? later_overlaps(s, lo, hi) : s->n_later != 0)
-        pthread_cond_wait(&s->done, &s->lk);
-    pthread_mutex_unlock(&s->lk);
+    for (size_t i = 0; i < s->n_later;) {
+        size_t j = later_group(s, i), k = i;
+        while (k < j && hi && (s->later[k].va + s->later[k].size <= lo || s->later[k].va >= hi))
+            k++;
+        if (k == j) {
+            i = j;
+            continue;
+        }
+        cudaEventSynchronize(s->later[i].ev);
+        later_unmap(s, i, j);
+    }
 }
 
-/* Waits for the worker to finish the groups at the front whose work is
- * already done (their memory about to return), not for queued work. */
-static void later_settle(vmm_state *s)
+/* Before mapping [va, va + size): old mappings there must go first. */
+static void later_clear(vmm_state *s, CUdeviceptr va, size_t size)
 {
-    if (!s->worker_on)
+    if (!s->n_later)
         return;
-    pthread_mutex_lock(&s->lk);
-    while (s->n_later && (!s->later[0].ev || cudaEventQuery(s->later[0].ev) == cudaSuccess))
-        pthread_cond_wait(&s->done, &s->lk);
-    pthread_mutex_unlock(&s->lk);
+    later_poll(s);
+    later_wait(s, va, va + size);
 }
 
 /* Create one handle of `size` bytes and map it at va with access set. */
 static cmb_status map_one(vmm_state *s, CUdeviceptr va, size_t size)
 {
     CUmemGenericAllocationHandle h;
-    later_wait(s, va, va + size);
+    later_clear(s, va, size);
     CUresult r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && s->worker_on) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && s->n_later) {
         later_wait(s, 0, 0); /* released handles still mapped hold memory */
         r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
     }
@@ -329,7 +240,8 @@ static cmb_status vmm_va_reserve(void *state, size_t size, void **va)
 static cmb_status vmm_va_release(void *state, void *va, size_t size)
 {
     vmm_state *s = state;
-    later_wait(s, (CUdeviceptr)(uintptr_t)va, (CUdeviceptr)(uintptr_t)va + size);
+    if (s->n_later)
+        later_wait(s, (CUdeviceptr)(uintptr_t)va, (CUdeviceptr)(uintptr_t)va + size);
     return cu_status(s->cu->cuMemAddressFree((CUdeviceptr)(uintptr_t)va, size));
 }
 
@@ -369,7 +281,7 @@ static cmb_status vmm_unmap(void *state, void *va, size_t size)
  * create); unpark: cuMemMap + cuMemSetAccess of a kept handle of exactly
  * `size` bytes; drop_parked: cuMemRelease of one. */
 /* park (ev NULL: each handle unmapped now) or park_after (ev recorded on
- * the stream: each old mapping left for the worker) */
+ * the stream: each old mapping left for later_poll) */
 static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEvent_t ev)
 {
     if (!covers_whole_handles(s, base, size))
@@ -388,12 +300,13 @@ static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEv
         s->parked = grown;
         s->cap_parked = cap;
     }
-    if (ev) {
-        pthread_mutex_lock(&s->lk);
-        if (later_room(s, need)) {
-            pthread_mutex_unlock(&s->lk);
+    if (ev && s->n_later + need > s->cap_later) {
+        size_t cap = (s->n_later + need) * 2;
+        void *grown = realloc(s->later, cap * sizeof *s->later);
+        if (!grown)
             return CMB_ERR_HOST_NOMEM;
-        }
+        s->later = grown;
+        s->cap_later = cap;
     }
     cmb_status first_error = CMB_OK;
     for (size_t off = 0; off < size;) {
@@ -404,7 +317,7 @@ static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEv
         cmb_hashmap_remove(&s->sizes, (uint64_t)at, NULL);
         CUresult r = CUDA_SUCCESS;
         if (ev)
-            s->later[s->n_later++] = (struct later){at, (size_t)len, ev, 0};
+            s->later[s->n_later++] = (struct later){at, (size_t)len, ev};
         else
             r = s->cu->cuMemUnmap(at, (size_t)len);
         if (r == CUDA_SUCCESS) {
@@ -419,10 +332,6 @@ static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEv
                 first_error = cu_status(r);
         }
         off += (size_t)len;
-    }
-    if (ev) {
-        pthread_cond_signal(&s->more);
-        pthread_mutex_unlock(&s->lk);
     }
     return first_error;
 }
@@ -442,9 +351,11 @@ static cmb_status vmm_park_after(void *state, void *va, size_t size, cmb_stream 
 {
     vmm_state *s = state;
     cudaEvent_t ev;
+    if (s->n_later)
+        later_poll(s);
     if (!covers_whole_handles(s, (uintptr_t)va, size))
         return CMB_ERR_INVALID;
-    if (later_start(s) || cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         ev = NULL;
     else if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
         cudaEventDestroy(ev);
@@ -457,8 +368,8 @@ static cmb_status vmm_park_after(void *state, void *va, size_t size, cmb_stream 
         return park_handles(s, (uintptr_t)va, size, NULL);
     }
     cmb_status st = park_handles(s, (uintptr_t)va, size, ev);
-    if (st == CMB_ERR_INVALID || st == CMB_ERR_HOST_NOMEM)
-        cudaEventDestroy(ev); /* nothing was listed behind it */
+    if (s->n_later == 0 || s->later[s->n_later - 1].ev != ev)
+        cudaEventDestroy(ev); /* nothing left behind it */
     return st;
 }
 
@@ -471,7 +382,7 @@ static cmb_status unpark_at(vmm_state *s, CUdeviceptr at, size_t size, int acces
     if (!i)
         return CMB_ERR_NOT_FOUND;
     CUmemGenericAllocationHandle h = s->parked[i - 1].h;
-    later_wait(s, at, at + size);
+    later_clear(s, at, size);
     CUresult r = s->cu->cuMemMap(at, size, 0, h, 0);
     if (r != CUDA_SUCCESS)
         return cu_status(r);
@@ -506,19 +417,7 @@ static cmb_status vmm_drop_parked(void *state, size_t size)
         i--;
     if (!i)
         return CMB_ERR_NOT_FOUND;
-    CUresult r = CUDA_SUCCESS;
-    int queued = 0;
-    if (s->worker_on) { /* the worker releases it, off this thread */
-        pthread_mutex_lock(&s->lk);
-        if (!later_room(s, 1)) {
-            s->later[s->n_later++] = (struct later){0, size, NULL, s->parked[i - 1].h};
-            pthread_cond_signal(&s->more);
-            queued = 1;
-        }
-        pthread_mutex_unlock(&s->lk);
-    }
-    if (!queued)
-        r = s->cu->cuMemRelease(s->parked[i - 1].h);
+    CUresult r = s->cu->cuMemRelease(s->parked[i - 1].h);
     account(s, -(int64_t)size);
     s->parked[i - 1] = s->parked[--s->n_parked];
     return cu_status(r);
@@ -554,7 +453,9 @@ static cmb_status vmm_set_access(void *state, void *va, size_t size)
  * done (a released handle's memory returns with its last mapping). */
 static cmb_status vmm_mem_info(void *state, size_t *free_bytes, size_t *total_bytes)
 {
-    later_settle(state);
+    vmm_state *s = state;
+    if (s->n_later)
+        later_poll(s);
     return _cmb_cuda_mem_info(state, free_bytes, total_bytes);
 }
 
