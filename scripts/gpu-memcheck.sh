@@ -11,8 +11,10 @@
 # and how the cases ended. Extra options go to
 # cumembench (e.g. --scenario churn,replay or --allocator cuda). With
 # CMB_MEMCHECK_SECONDS=N the run is interrupted after N seconds and keeps
-# the cases it finished. Exit status 0 when memcheck found no error, 1 when
-# it did, 2 on bad usage.
+# the cases it finished; CMB_MEMCHECK_ALLOCATORS=SPEC[,SPEC] replaces the
+# allocators (e.g. cmb@vmm with --scenario churn,stream-async --param
+# touch=true: kernels still writing ranges the policy moves). Exit status 0
+# when memcheck found no error, 1 when it did, 2 on bad usage.
 set -u
 
 . "$(dirname "$0")/lib.sh"
@@ -22,10 +24,12 @@ sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local
 [ -x "$sanitizer" ] || { echo "$0: compute-sanitizer not found (set COMPUTE_SANITIZER)" >&2; exit 2; }
 cd "$(dirname "$0")/.." || exit 2
 
-allocators=
-for a in cuda cuda-async cub rmm-pool torch-caching; do
-    "$bin" --list | grep -q "^  $a " && allocators="${allocators:+$allocators,}$a"
-done
+allocators=${CMB_MEMCHECK_ALLOCATORS:-}
+if [ -z "$allocators" ]; then
+    for a in cuda cuda-async cub rmm-pool torch-caching; do
+        "$bin" --list | grep -q "^  $a " && allocators="${allocators:+$allocators,}$a"
+    done
+fi
 start=$(date +%s)
 # --report-api-errors no: a CUDA call that returns an error is the suite's
 # business (every status is checked, and the capacity probe makes cudaMalloc
