@@ -859,6 +859,18 @@ int64_t cmb_upstream_close(cmb_upstream *u)
     return leaked;
 }
 
+const char *const cmb_dt_names[CMB_DT_KINDS] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
+                                                 "cuMemRelease"};
+
+void cmb_upstream_driver_time(const cmb_upstream *u, uint64_t calls[CMB_DT_KINDS], uint64_t ns[CMB_DT_KINDS])
+{
+    upstream_impl *im = impl_of(u);
+    memset(calls, 0, CMB_DT_KINDS * sizeof *calls);
+    memset(ns, 0, CMB_DT_KINDS * sizeof *ns);
+    if (im->be->driver_time)
+        im->be->driver_time(im->be_state, calls, ns);
+}
+
 uint64_t cmb_upstream_device_used(const cmb_upstream *u)
 {
     upstream_impl *im = impl_of(u);

@@ -100,6 +100,17 @@ typedef struct cmb_upstream_segment {
  * only: the memory timeline records them, harness/timeline.c). */
 size_t cmb_upstream_segments(const cmb_upstream *u, cmb_upstream_segment *out, size_t cap);
 
+/* --- host time in driver calls (vmm) ------------------------------------------ */
+
+enum { CMB_DT_CREATE, CMB_DT_MAP, CMB_DT_SET_ACCESS, CMB_DT_UNMAP, CMB_DT_RELEASE, CMB_DT_KINDS };
+extern const char *const cmb_dt_names[CMB_DT_KINDS]; /* "cuMemCreate", ... */
+
+/* The calls of each kind the backend made and the host time they took, on
+ * the monotonic clock, since it was opened (shared with child upstreams);
+ * zeros where the backend keeps none (sim, cuda). A diagnostic: what a
+ * program's allocator spends in the driver (CMB_PROFILE in the library). */
+void cmb_upstream_driver_time(const cmb_upstream *u, uint64_t calls[CMB_DT_KINDS], uint64_t ns[CMB_DT_KINDS]);
+
 /* --- several simulated devices (upstream_sim.c) ------------------------------- */
 
 /* A sim stream of simulated device `device` (0..255); `index` tells apart
@@ -135,6 +146,9 @@ typedef struct _cmb_backend {
     cmb_status (*map_noaccess)(void *state, void *va, size_t size);
     cmb_status (*unpark_noaccess)(void *state, void *va, size_t size);
     cmb_status (*set_access)(void *state, void *va, size_t size);
+    /* host time spent in driver calls, by call (cmb_upstream_driver_time);
+     * NULL where not kept */
+    void (*driver_time)(void *state, uint64_t calls[], uint64_t ns[]);
     uint64_t (*device_used)(void *state); /* NULL: use the held bytes */
     uint64_t (*device_peak)(void *state); /* NULL: use the held peak  */
 } _cmb_backend;

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/cmb_size.h"
 #include "../common/cmb_hashmap.h"
@@ -56,9 +57,32 @@ typedef struct vmm_state {
      * per park_after, shared by its handles, in the order made) completes */
     struct later { CUdeviceptr va; size_t size; cudaEvent_t ev; } *later;
     size_t n_later, cap_later;
+    uint64_t dt_calls[CMB_DT_KINDS], dt_ns[CMB_DT_KINDS]; /* host time in driver calls */
 } vmm_state;
 
 static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi);
+
+/* --- host time in driver calls ------------------------------------------------------------------ */
+
+static inline uint64_t dt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void dt_add(vmm_state *s, int kind, uint64_t since)
+{
+    s->dt_calls[kind]++;
+    s->dt_ns[kind] += dt_now() - since;
+}
+
+static void vmm_driver_time(void *state, uint64_t calls[], uint64_t ns[])
+{
+    vmm_state *s = state;
+    memcpy(calls, s->dt_calls, sizeof s->dt_calls);
+    memcpy(ns, s->dt_ns, sizeof s->dt_ns);
+}
 
 static cmb_status cu_status(CUresult r)
 {
@@ -133,8 +157,11 @@ static void vmm_close(void *state)
  * done or waited for) and destroys their event. */
 static void later_unmap(vmm_state *s, size_t i, size_t j)
 {
-    for (size_t k = i; k < j; k++)
+    for (size_t k = i; k < j; k++) {
+        uint64_t t0 = dt_now();
         s->cu->cuMemUnmap(s->later[k].va, s->later[k].size); /* a failure leaves the range unusable, no more */
+        dt_add(s, CMB_DT_UNMAP, t0);
+    }
     cudaEventDestroy(s->later[i].ev);
     memmove(s->later + i, s->later + j, (s->n_later - j) * sizeof *s->later);
     s->n_later -= j - i;
@@ -192,14 +219,19 @@ static cmb_status map_one(vmm_state *s, CUdeviceptr va, size_t size)
 {
     CUmemGenericAllocationHandle h;
     later_clear(s, va, size);
+    uint64_t t0 = dt_now();
     CUresult r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && s->n_later) {
         later_wait(s, 0, 0); /* released handles still mapped hold memory */
+        t0 = dt_now();
         r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
     }
+    dt_add(s, CMB_DT_CREATE, t0);
     if (r != CUDA_SUCCESS)
         return cu_status(r);
+    t0 = dt_now();
     r = s->cu->cuMemMap(va, size, 0, h, 0);
+    dt_add(s, CMB_DT_MAP, t0);
     if (r != CUDA_SUCCESS) {
         s->cu->cuMemRelease(h);
         return cu_status(r);
@@ -220,8 +252,12 @@ static cmb_status unmap_one(vmm_state *s, CUdeviceptr va, size_t size)
     if (!cmb_hashmap_remove(&s->handles, (uint64_t)va, &h))
         return CMB_ERR_INVALID;
     cmb_hashmap_remove(&s->sizes, (uint64_t)va, NULL);
+    uint64_t t0 = dt_now();
     CUresult r = s->cu->cuMemUnmap(va, size);
+    dt_add(s, CMB_DT_UNMAP, t0);
+    t0 = dt_now();
     CUresult r2 = s->cu->cuMemRelease((CUmemGenericAllocationHandle)h);
+    dt_add(s, CMB_DT_RELEASE, t0);
     account(s, -(int64_t)size);
     return cu_status(r != CUDA_SUCCESS ? r : r2);
 }
@@ -318,8 +354,11 @@ static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEv
         CUresult r = CUDA_SUCCESS;
         if (ev)
             s->later[s->n_later++] = (struct later){at, (size_t)len, ev};
-        else
+        else {
+            uint64_t t0 = dt_now();
             r = s->cu->cuMemUnmap(at, (size_t)len);
+            dt_add(s, CMB_DT_UNMAP, t0);
+        }
         if (r == CUDA_SUCCESS) {
             s->parked[s->n_parked].h = (CUmemGenericAllocationHandle)h;
             s->parked[s->n_parked++].size = (size_t)len;
@@ -383,10 +422,17 @@ static cmb_status unpark_at(vmm_state *s, CUdeviceptr at, size_t size, int acces
         return CMB_ERR_NOT_FOUND;
     CUmemGenericAllocationHandle h = s->parked[i - 1].h;
     later_clear(s, at, size);
+    uint64_t t0 = dt_now();
     CUresult r = s->cu->cuMemMap(at, size, 0, h, 0);
+    dt_add(s, CMB_DT_MAP, t0);
     if (r != CUDA_SUCCESS)
         return cu_status(r);
-    if (access && (r = s->cu->cuMemSetAccess(at, size, &s->access, 1)) != CUDA_SUCCESS) {
+    if (access) {
+        t0 = dt_now();
+        r = s->cu->cuMemSetAccess(at, size, &s->access, 1);
+        dt_add(s, CMB_DT_SET_ACCESS, t0);
+    }
+    if (r != CUDA_SUCCESS) {
         s->cu->cuMemUnmap(at, size);
         return cu_status(r);
     }
@@ -417,7 +463,9 @@ static cmb_status vmm_drop_parked(void *state, size_t size)
         i--;
     if (!i)
         return CMB_ERR_NOT_FOUND;
+    uint64_t t0 = dt_now();
     CUresult r = s->cu->cuMemRelease(s->parked[i - 1].h);
+    dt_add(s, CMB_DT_RELEASE, t0);
     account(s, -(int64_t)size);
     s->parked[i - 1] = s->parked[--s->n_parked];
     return cu_status(r);
@@ -430,7 +478,9 @@ static cmb_status vmm_map(void *state, void *va, size_t size)
     cmb_status st = map_one(s, base, size);
     if (st != CMB_OK)
         return st;
+    uint64_t t0 = dt_now();
     st = cu_status(s->cu->cuMemSetAccess(base, size, &s->access, 1));
+    dt_add(s, CMB_DT_SET_ACCESS, t0);
     if (st != CMB_OK)
         unmap_one(s, base, size);
     return st;
@@ -446,7 +496,10 @@ static cmb_status vmm_map_noaccess(void *state, void *va, size_t size)
 static cmb_status vmm_set_access(void *state, void *va, size_t size)
 {
     vmm_state *s = state;
-    return cu_status(s->cu->cuMemSetAccess((CUdeviceptr)(uintptr_t)va, size, &s->access, 1));
+    uint64_t t0 = dt_now();
+    CUresult r = s->cu->cuMemSetAccess((CUdeviceptr)(uintptr_t)va, size, &s->access, 1);
+    dt_add(s, CMB_DT_SET_ACCESS, t0);
+    return cu_status(r);
 }
 
 /* The driver's free memory, after unmapping what waited behind work now
@@ -517,6 +570,7 @@ const _cmb_backend _cmb_backend_vmm = {
     .unmap = vmm_unmap,
     .park = vmm_park,
     .park_after = vmm_park_after,
+    .driver_time = vmm_driver_time,
     .unpark = vmm_unpark,
     .drop_parked = vmm_drop_parked,
     .map_noaccess = vmm_map_noaccess,

@@ -30,6 +30,8 @@
  *   CMB_TORCH_OOM   "null" (default): cmb_torch_malloc returns NULL when out
  *                   of memory; "raise": it throws a C++ std::runtime_error,
  *                   which PyTorch turns into a Python RuntimeError
+ *   CMB_PROFILE     "1": at exit, the host time of the policy's calls and of
+ *                   its upstream's driver calls, one line per device
  * Failures never abort the host: each gets one line on stderr and a NULL
  * return from the allocation entry points; cmb_pluggable_last_error() has
  * the text. Nothing here links libcuda (driver entry points come through

@@ -132,6 +132,11 @@ typedef struct pl_device {
     _Atomic int pools_n;       /* private pools that exist (the thread caches stand aside) */
     _Atomic int uses_n;        /* blocks with a record_stream use */
     _Atomic int tracing;       /* a trace records this device */
+    /* CMB_PROFILE: host time in the policy's calls (under the lock) and in
+     * the device sampling after a growth (outside it), printed at exit */
+    int profile;
+    uint64_t prof_alloc_n, prof_alloc_ns, prof_free_n, prof_free_ns;
+    _Atomic uint64_t prof_sample_n, prof_sample_ns;
     pl_tcache *tcaches;        /* the threads' caches (pl_tcache.c) */
     _Atomic int64_t capture_faults; /* sim: calls a capture underway forbids (tests) */
     /* the last stream seen and its id: most programs use one or two */

@@ -12,11 +12,13 @@
  * later call on a device holds only that device's mutex.
  */
 #define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/cmb_size.h"
 #include "../allocators/external.h"
@@ -38,9 +40,10 @@ typedef struct pl_config {
     cmb_upstream_kind kind;
     uint64_t capacity;               /* 0 = the device as it is               */
     int torch_raises;
+    int profile;                     /* CMB_PROFILE=1                         */
     char error[PL_ERR_LEN];          /* why state is PL_FAILED                */
     int error_printed;
-    /* A bad CMB_CAPACITY, CMB_TORCH_OOM or CMB_TRACE: unlike a bad
+    /* A bad CMB_CAPACITY, CMB_TORCH_OOM, CMB_PROFILE or CMB_TRACE: unlike a bad
      * CMB_ALLOCATOR, which configure() replaces, it refuses every use. */
     char env_error[PL_ERR_LEN];
     int env_error_printed;
@@ -213,6 +216,43 @@ static void read_thread_cache(const char *v)
         cmb_pluggable_set_thread_cache(bytes);
 }
 
+/* --- CMB_PROFILE ------------------------------------------------------------- */
+
+static inline uint64_t prof_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* At exit: per device, the host time the policy's calls took, the device
+ * sampling's, and of it the driver calls' its upstream made (vmm). */
+static void print_profile(void)
+{
+    for (int i = 0; i < CMB_PLUGGABLE_MAX_DEVICES; i++) {
+        pl_device *d = &_cmb_pl_devices[i];
+        if (!d->profile || !d->m)
+            continue;
+        pthread_mutex_lock(&d->lock);
+        fprintf(stderr,
+                "cumembench profile: device %d, %s: allocate %" PRIu64 " calls %.3f ms, free %" PRIu64
+                " calls %.3f ms, device sampling after a growth %" PRIu64 " calls %.3f ms",
+                i, d->spec, d->prof_alloc_n, (double)d->prof_alloc_ns / 1e6, d->prof_free_n,
+                (double)d->prof_free_ns / 1e6, (uint64_t)atomic_load(&d->prof_sample_n),
+                (double)atomic_load(&d->prof_sample_ns) / 1e6);
+        if (d->up) {
+            uint64_t calls[CMB_DT_KINDS], ns[CMB_DT_KINDS];
+            cmb_upstream_driver_time(d->up, calls, ns);
+            fprintf(stderr, "; in the driver:");
+            for (int k = 0; k < CMB_DT_KINDS; k++)
+                fprintf(stderr, " %s %" PRIu64 " calls %.3f ms%s", cmb_dt_names[k], calls[k], (double)ns[k] / 1e6,
+                        k + 1 < CMB_DT_KINDS ? "," : "");
+        }
+        fprintf(stderr, "\n");
+        pthread_mutex_unlock(&d->lock);
+    }
+}
+
 /* The environment, once per process, before the first configure() or the
  * first allocation, whichever comes first. Its settings are defaults the
  * API calls override. */
@@ -229,6 +269,14 @@ static void read_environment(void)
     }
     if ((v = getenv("CMB_CAPACITY")) && *v)
         read_capacity(v);
+    if ((v = getenv("CMB_PROFILE")) && *v) {
+        if (!strcmp(v, "1"))
+            cfg.profile = 1;
+        else if (strcmp(v, "0"))
+            snprintf(cfg.env_error, sizeof cfg.env_error, "CMB_PROFILE='%s': expected 0 or 1", v);
+        if (cfg.profile)
+            atexit(print_profile);
+    }
     if ((v = getenv("CMB_THREAD_CACHE")) && *v)
         read_thread_cache(v);
     if ((v = getenv("CMB_ALLOCATOR")) && *v) {
@@ -442,6 +490,7 @@ static int create_device(pl_device *d, int device, char *err, size_t errlen)
     d->ordinal = device;
     d->real = cfg.kind != CMB_UPSTREAM_SIM;
     d->capacity = cfg.capacity;
+    d->profile = cfg.profile;
     snprintf(d->spec, sizeof d->spec, "%s", cfg.spec->text);
     if (init_lock(&d->lock) || init_tables(d)) {
         snprintf(err, errlen, "host out of memory");
@@ -639,7 +688,20 @@ static int too_large(pl_device *d, size_t size)
     return 1;
 }
 
+static cmb_status policy_allocate_timed(pl_device *d, size_t size, void *stream, void **p);
+
 static cmb_status policy_allocate(pl_device *d, size_t size, void *stream, void **p)
+{
+    if (!d->profile)
+        return policy_allocate_timed(d, size, stream, p);
+    uint64_t t0 = prof_now();
+    cmb_status st = policy_allocate_timed(d, size, stream, p);
+    d->prof_alloc_n++;
+    d->prof_alloc_ns += prof_now() - t0;
+    return st;
+}
+
+static cmb_status policy_allocate_timed(pl_device *d, size_t size, void *stream, void **p)
 {
     _cmb_pl_capture_check(d, 1); /* it may call its upstream: the caller relaxed the mode */
     cmb_status st = d->m->allocate(d->policy, size, (cmb_stream)stream, p);
@@ -754,8 +816,14 @@ void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
     if (!taken)
         p = alloc_locked(d, size, stream, keep, &grew);
     pthread_mutex_unlock(&d->lock);
-    if (grew)
+    if (grew && d->profile) {
+        uint64_t t0 = prof_now();
+        _cmb_pl_sample_device(d);
+        atomic_fetch_add(&d->prof_sample_n, 1);
+        atomic_fetch_add(&d->prof_sample_ns, prof_now() - t0);
+    } else if (grew) {
         _cmb_pl_sample_device(d); /* cudaMemGetInfo: microseconds, never under the lock */
+    }
     _cmb_pl_unrelax(d, mode);
     if (d->real)
         _cmb_pl_leave(saved);
@@ -778,7 +846,12 @@ int _cmb_pl_release_locked(pl_device *d, void *ptr, uint64_t size, void *stream)
 {
     if (d->pool_of.count && _cmb_pl_pool_free(d, ptr, stream))
         return 0;
+    uint64_t t0 = d->profile ? prof_now() : 0;
     cmb_status st = d->m->deallocate(d->policy, ptr, (size_t)size, (cmb_stream)stream);
+    if (d->profile) {
+        d->prof_free_n++;
+        d->prof_free_ns += prof_now() - t0;
+    }
     if (st != CMB_OK) {
         if (d->real)
             _cmb_pl_clear_error();

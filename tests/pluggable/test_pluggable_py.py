@@ -627,6 +627,26 @@ class RealLibrary(unittest.TestCase):
         self.assertEqual(len(self.lines(r)), 1, r.stderr)
         self.assertIn("CMB_CAPACITY='lots' is not a size", r.stderr)
 
+    def test_env_profile(self):
+        """CMB_PROFILE=1: at exit, one line per device with the policy's calls and their host time."""
+        r = self.check("env_calls", CMB_ALLOCATOR="cmb@sim", CMB_CAPACITY="1GiB", CMB_TORCH_OOM="null",
+                       CMB_PROFILE="1")
+        self.assertIn("RESULTS ptr ptr ptr null", r.stdout)
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("cumembench profile:")]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], r"^cumembench profile: device 0, cmb@sim: allocate 3 calls [0-9.]+ ms, "
+                                   r"free 0 calls [0-9.]+ ms, device sampling after a growth 0 calls")
+        self.assertIn("in the driver: cuMemCreate 0 calls 0.000 ms,", lines[0])  # sim makes no driver call
+        r = self.check("env_calls", CMB_ALLOCATOR="cmb@sim", CMB_CAPACITY="1GiB", CMB_TORCH_OOM="null",
+                       CMB_PROFILE="0")
+        self.assertNotIn("cumembench profile:", r.stderr)
+
+    def test_env_bad_profile(self):
+        r = self.check("env_calls", CMB_ALLOCATOR="bfc@sim", CMB_PROFILE="yes")
+        self.assertIn("RESULTS null null null null", r.stdout)
+        self.assertEqual(len(self.lines(r)), 1, r.stderr)
+        self.assertIn("CMB_PROFILE='yes': expected 0 or 1", r.stderr)
+
     def test_env_error_beats_configure(self):
         self.check("env_error_install", CMB_CAPACITY="12 parsecs")
 
