@@ -859,8 +859,8 @@ int64_t cmb_upstream_close(cmb_upstream *u)
     return leaked;
 }
 
-const char *const cmb_dt_names[CMB_DT_KINDS] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
-                                                 "cuMemRelease"};
+const char *const cmb_dt_names[CMB_DT_KINDS] = {"cuMemCreate", "cuMemMap",     "cuMemSetAccess",
+                                                 "cuMemUnmap",  "cuMemRelease", "events"};
 
 void cmb_upstream_driver_time(const cmb_upstream *u, uint64_t calls[CMB_DT_KINDS], uint64_t ns[CMB_DT_KINDS])
 {

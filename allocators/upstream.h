@@ -102,8 +102,8 @@ size_t cmb_upstream_segments(const cmb_upstream *u, cmb_upstream_segment *out, s
 
 /* --- host time in driver calls (vmm) ------------------------------------------ */
 
-enum { CMB_DT_CREATE, CMB_DT_MAP, CMB_DT_SET_ACCESS, CMB_DT_UNMAP, CMB_DT_RELEASE, CMB_DT_KINDS };
-extern const char *const cmb_dt_names[CMB_DT_KINDS]; /* "cuMemCreate", ... */
+enum { CMB_DT_CREATE, CMB_DT_MAP, CMB_DT_SET_ACCESS, CMB_DT_UNMAP, CMB_DT_RELEASE, CMB_DT_EVENT, CMB_DT_KINDS };
+extern const char *const cmb_dt_names[CMB_DT_KINDS]; /* "cuMemCreate", ..., "events" (park_after's) */
 
 /* The calls of each kind the backend made and the host time they took, on
  * the monotonic clock, since it was opened (shared with child upstreams);

@@ -162,7 +162,9 @@ static void later_unmap(vmm_state *s, size_t i, size_t j)
         s->cu->cuMemUnmap(s->later[k].va, s->later[k].size); /* a failure leaves the range unusable, no more */
         dt_add(s, CMB_DT_UNMAP, t0);
     }
+    uint64_t t0 = dt_now();
     cudaEventDestroy(s->later[i].ev);
+    dt_add(s, CMB_DT_EVENT, t0);
     memmove(s->later + i, s->later + j, (s->n_later - j) * sizeof *s->later);
     s->n_later -= j - i;
 }
@@ -176,15 +178,21 @@ static size_t later_group(const vmm_state *s, size_t i)
     return j;
 }
 
-/* Unmaps what waits behind completed events: one query per park_after. */
+/* Unmaps what waits behind completed events, oldest first, up to the
+ * first still pending: one query when nothing is done (on one stream the
+ * events complete in order; a group behind a pending one waits for a later
+ * poll). Made by park_after and mem_info. */
 static void later_poll(vmm_state *s)
 {
-    for (size_t i = 0; i < s->n_later;) {
-        size_t j = later_group(s, i);
-        if (cudaEventQuery(s->later[i].ev) == cudaSuccess)
-            later_unmap(s, i, j);
-        else
-            i = j;
+    for (;;) {
+        if (!s->n_later)
+            return;
+        uint64_t t0 = dt_now();
+        int done = cudaEventQuery(s->later[0].ev) == cudaSuccess;
+        dt_add(s, CMB_DT_EVENT, t0);
+        if (!done)
+            return;
+        later_unmap(s, 0, later_group(s, 0));
     }
 }
 
@@ -200,18 +208,21 @@ static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi)
             i = j;
             continue;
         }
+        uint64_t t0 = dt_now();
         cudaEventSynchronize(s->later[i].ev);
+        dt_add(s, CMB_DT_EVENT, t0);
         later_unmap(s, i, j);
     }
 }
 
-/* Before mapping [va, va + size): old mappings there must go first. */
+/* Before mapping [va, va + size): old mappings there must go first. No
+ * polling here: a map is the most frequent call, and an event query per
+ * map and per pending park_after cost more than the unmaps it would bring
+ * forward (CMB_PROFILE on the transformer). */
 static void later_clear(vmm_state *s, CUdeviceptr va, size_t size)
 {
-    if (!s->n_later)
-        return;
-    later_poll(s);
-    later_wait(s, va, va + size);
+    if (s->n_later)
+        later_wait(s, va, va + size);
 }
 
 /* Create one handle of `size` bytes and map it at va with access set. */
@@ -394,12 +405,14 @@ static cmb_status vmm_park_after(void *state, void *va, size_t size, cmb_stream 
         later_poll(s);
     if (!covers_whole_handles(s, (uintptr_t)va, size))
         return CMB_ERR_INVALID;
+    uint64_t t0 = dt_now();
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         ev = NULL;
     else if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
         cudaEventDestroy(ev);
         ev = NULL;
     }
+    dt_add(s, CMB_DT_EVENT, t0);
     if (!ev) {
         cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
         if (e != cudaSuccess)
