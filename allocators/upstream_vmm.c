@@ -178,21 +178,20 @@ static size_t later_group(const vmm_state *s, size_t i)
     return j;
 }
 
-/* Unmaps what waits behind completed events, oldest first, up to the
- * first still pending: one query when nothing is done (on one stream the
- * events complete in order; a group behind a pending one waits for a later
- * poll). Made by park_after and mem_info. */
+/* Unmaps what waits behind completed events: one query per park_after
+ * still listed. (Made before every map too: CMB_PROFILE's "events" says
+ * what these queries cost a program.) */
 static void later_poll(vmm_state *s)
 {
-    for (;;) {
-        if (!s->n_later)
-            return;
+    for (size_t i = 0; i < s->n_later;) {
+        size_t j = later_group(s, i);
         uint64_t t0 = dt_now();
-        int done = cudaEventQuery(s->later[0].ev) == cudaSuccess;
+        int done = cudaEventQuery(s->later[i].ev) == cudaSuccess;
         dt_add(s, CMB_DT_EVENT, t0);
-        if (!done)
-            return;
-        later_unmap(s, 0, later_group(s, 0));
+        if (done)
+            later_unmap(s, i, j);
+        else
+            i = j;
     }
 }
 
@@ -215,14 +214,13 @@ static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi)
     }
 }
 
-/* Before mapping [va, va + size): old mappings there must go first. No
- * polling here: a map is the most frequent call, and an event query per
- * map and per pending park_after cost more than the unmaps it would bring
- * forward (CMB_PROFILE on the transformer). */
+/* Before mapping [va, va + size): old mappings there must go first. */
 static void later_clear(vmm_state *s, CUdeviceptr va, size_t size)
 {
-    if (s->n_later)
-        later_wait(s, va, va + size);
+    if (!s->n_later)
+        return;
+    later_poll(s);
+    later_wait(s, va, va + size);
 }
 
 /* Create one handle of `size` bytes and map it at va with access set. */
