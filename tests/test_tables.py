@@ -245,7 +245,8 @@ class E2eTable(unittest.TestCase):
 
     def test_committed_tables_are_regenerated(self):
         for part in ("variants", "ab", "worker/call-1", "worker/call-2",
-                     os.path.join("..", "..", "nvidia-h100", "cmb-cost-model")):
+                     os.path.join("..", "..", "nvidia-h100", "cmb-cost-model"),
+                     os.path.join("..", "..", "nvidia-h100", "cmb-profile")):
             with open(os.path.join(self.RUN, part, "e2e.md")) as f:
                 self.assertEqual(self.table(part), f.read(), part)
 
