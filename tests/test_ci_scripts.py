@@ -71,6 +71,31 @@ class GpuScripts(unittest.TestCase):
                 self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             self.assertFalse(os.path.exists(os.path.join(fake, "ran")), "the binary ran on a bad setting")
 
+    def test_cmb_ab_refuses_bad_settings(self):
+        import tempfile
+        script = os.path.join(SRC, "scripts", "gpu-cmb-ab.sh")
+        with tempfile.TemporaryDirectory() as tmp:
+            lib = os.path.join(tmp, "libcmb_pluggable.so")
+            open(lib, "w").close()
+            out = os.path.join(tmp, "out")
+            for args, env, says in (([out], {}, "usage:"),
+                                    ([out, "old"], {}, "expected NAME=LIB"),
+                                    ([out, "a b=" + lib], {}, "expected NAME=LIB"),
+                                    ([out, "native-expandable=" + lib], {}, "expected NAME=LIB"),
+                                    ([out, "old=/nonexistent.so"], {}, "no library at"),
+                                    ([out, "old=" + lib, "old=" + lib], {}, "'old' named twice"),
+                                    ([out, "old=" + lib], dict(CMB_AB_RUNS="0"), "at least 1"),
+                                    ([out, "old=" + lib], dict(CMB_AB_STEPS="x"), "must be numbers"),
+                                    ([out, "old=" + lib], dict(CMB_AB_PROFILE="2"), "expected 0 or 1"),
+                                    ([out, "old=" + lib], dict(CMB_AB_PROGRAMS="transformer,bogus"),
+                                     "unknown program 'bogus'")):
+                p = subprocess.run(["sh", script] + args, capture_output=True, text=True,
+                                   env=dict(os.environ, **env), timeout=60)
+                self.assertEqual(p.returncode, 2, (args, env, p.stderr))
+                self.assertIn(says, p.stderr, (args, env))
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+                self.assertFalse(os.path.exists(out), "OUT_DIR made on a bad setting")
+
 
 class Workflows(unittest.TestCase):
     def test_github_workflows(self):
