@@ -26,8 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../common/cmb_clock.h"
 #include "../common/cmb_size.h"
 #include "../common/cmb_hashmap.h"
 #include "cuda_util.h"
@@ -64,17 +64,10 @@ static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi);
 
 /* --- host time in driver calls ------------------------------------------------------------------ */
 
-static inline uint64_t dt_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline void dt_add(vmm_state *s, int kind, uint64_t since)
 {
     s->dt_calls[kind]++;
-    s->dt_ns[kind] += dt_now() - since;
+    s->dt_ns[kind] += cmb_now_ns() - since;
 }
 
 static void vmm_driver_time(void *state, uint64_t calls[], uint64_t ns[])
@@ -158,11 +151,11 @@ static void vmm_close(void *state)
 static void later_unmap(vmm_state *s, size_t i, size_t j)
 {
     for (size_t k = i; k < j; k++) {
-        uint64_t t0 = dt_now();
+        uint64_t t0 = cmb_now_ns();
         s->cu->cuMemUnmap(s->later[k].va, s->later[k].size); /* a failure leaves the range unusable, no more */
         dt_add(s, CMB_DT_UNMAP, t0);
     }
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     cudaEventDestroy(s->later[i].ev);
     dt_add(s, CMB_DT_EVENT, t0);
     memmove(s->later + i, s->later + j, (s->n_later - j) * sizeof *s->later);
@@ -185,7 +178,7 @@ static void later_poll(vmm_state *s)
 {
     for (size_t i = 0; i < s->n_later;) {
         size_t j = later_group(s, i);
-        uint64_t t0 = dt_now();
+        uint64_t t0 = cmb_now_ns();
         int done = cudaEventQuery(s->later[i].ev) == cudaSuccess;
         dt_add(s, CMB_DT_EVENT, t0);
         if (done)
@@ -207,7 +200,7 @@ static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi)
             i = j;
             continue;
         }
-        uint64_t t0 = dt_now();
+        uint64_t t0 = cmb_now_ns();
         cudaEventSynchronize(s->later[i].ev);
         dt_add(s, CMB_DT_EVENT, t0);
         later_unmap(s, i, j);
@@ -228,17 +221,17 @@ static cmb_status map_one(vmm_state *s, CUdeviceptr va, size_t size)
 {
     CUmemGenericAllocationHandle h;
     later_clear(s, va, size);
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     CUresult r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && s->n_later) {
         later_wait(s, 0, 0); /* released handles still mapped hold memory */
-        t0 = dt_now();
+        t0 = cmb_now_ns();
         r = s->cu->cuMemCreate(&h, size, &s->prop, 0);
     }
     dt_add(s, CMB_DT_CREATE, t0);
     if (r != CUDA_SUCCESS)
         return cu_status(r);
-    t0 = dt_now();
+    t0 = cmb_now_ns();
     r = s->cu->cuMemMap(va, size, 0, h, 0);
     dt_add(s, CMB_DT_MAP, t0);
     if (r != CUDA_SUCCESS) {
@@ -261,10 +254,10 @@ static cmb_status unmap_one(vmm_state *s, CUdeviceptr va, size_t size)
     if (!cmb_hashmap_remove(&s->handles, (uint64_t)va, &h))
         return CMB_ERR_INVALID;
     cmb_hashmap_remove(&s->sizes, (uint64_t)va, NULL);
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     CUresult r = s->cu->cuMemUnmap(va, size);
     dt_add(s, CMB_DT_UNMAP, t0);
-    t0 = dt_now();
+    t0 = cmb_now_ns();
     CUresult r2 = s->cu->cuMemRelease((CUmemGenericAllocationHandle)h);
     dt_add(s, CMB_DT_RELEASE, t0);
     account(s, -(int64_t)size);
@@ -321,10 +314,6 @@ static cmb_status vmm_unmap(void *state, void *va, size_t size)
     return first_error;
 }
 
-/* park: cuMemUnmap of each whole handle in the range, the handle kept
- * (GMLake's stitching moves physical memory so, without a release and a
- * create); unpark: cuMemMap + cuMemSetAccess of a kept handle of exactly
- * `size` bytes; drop_parked: cuMemRelease of one. */
 /* park (ev NULL: each handle unmapped now) or park_after (ev recorded on
  * the stream: each old mapping left for later_poll) */
 static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEvent_t ev)
@@ -364,7 +353,7 @@ static cmb_status park_handles(vmm_state *s, uintptr_t base, size_t size, cudaEv
         if (ev)
             s->later[s->n_later++] = (struct later){at, (size_t)len, ev};
         else {
-            uint64_t t0 = dt_now();
+            uint64_t t0 = cmb_now_ns();
             r = s->cu->cuMemUnmap(at, (size_t)len);
             dt_add(s, CMB_DT_UNMAP, t0);
         }
@@ -403,7 +392,7 @@ static cmb_status vmm_park_after(void *state, void *va, size_t size, cmb_stream 
         later_poll(s);
     if (!covers_whole_handles(s, (uintptr_t)va, size))
         return CMB_ERR_INVALID;
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         ev = NULL;
     else if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
@@ -433,13 +422,13 @@ static cmb_status unpark_at(vmm_state *s, CUdeviceptr at, size_t size, int acces
         return CMB_ERR_NOT_FOUND;
     CUmemGenericAllocationHandle h = s->parked[i - 1].h;
     later_clear(s, at, size);
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     CUresult r = s->cu->cuMemMap(at, size, 0, h, 0);
     dt_add(s, CMB_DT_MAP, t0);
     if (r != CUDA_SUCCESS)
         return cu_status(r);
     if (access) {
-        t0 = dt_now();
+        t0 = cmb_now_ns();
         r = s->cu->cuMemSetAccess(at, size, &s->access, 1);
         dt_add(s, CMB_DT_SET_ACCESS, t0);
     }
@@ -474,7 +463,7 @@ static cmb_status vmm_drop_parked(void *state, size_t size)
         i--;
     if (!i)
         return CMB_ERR_NOT_FOUND;
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     CUresult r = s->cu->cuMemRelease(s->parked[i - 1].h);
     dt_add(s, CMB_DT_RELEASE, t0);
     account(s, -(int64_t)size);
@@ -489,7 +478,7 @@ static cmb_status vmm_map(void *state, void *va, size_t size)
     cmb_status st = map_one(s, base, size);
     if (st != CMB_OK)
         return st;
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     st = cu_status(s->cu->cuMemSetAccess(base, size, &s->access, 1));
     dt_add(s, CMB_DT_SET_ACCESS, t0);
     if (st != CMB_OK)
@@ -507,7 +496,7 @@ static cmb_status vmm_map_noaccess(void *state, void *va, size_t size)
 static cmb_status vmm_set_access(void *state, void *va, size_t size)
 {
     vmm_state *s = state;
-    uint64_t t0 = dt_now();
+    uint64_t t0 = cmb_now_ns();
     CUresult r = s->cu->cuMemSetAccess((CUdeviceptr)(uintptr_t)va, size, &s->access, 1);
     dt_add(s, CMB_DT_SET_ACCESS, t0);
     return cu_status(r);

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../common/cmb_clock.h"
 #include "../common/cmb_size.h"
 #include "../allocators/external.h"
 #include "../allocators/registry.h"
@@ -217,13 +217,6 @@ static void read_thread_cache(const char *v)
 }
 
 /* --- CMB_PROFILE ------------------------------------------------------------- */
-
-static inline uint64_t prof_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* At exit: per device, the host time the policy's calls took, the device
  * sampling's, and of it the driver calls' its upstream made (vmm). */
@@ -694,10 +687,10 @@ static cmb_status policy_allocate(pl_device *d, size_t size, void *stream, void 
 {
     if (!d->profile)
         return policy_allocate_timed(d, size, stream, p);
-    uint64_t t0 = prof_now();
+    uint64_t t0 = cmb_now_ns();
     cmb_status st = policy_allocate_timed(d, size, stream, p);
     d->prof_alloc_n++;
-    d->prof_alloc_ns += prof_now() - t0;
+    d->prof_alloc_ns += cmb_now_ns() - t0;
     return st;
 }
 
@@ -816,13 +809,13 @@ void *_cmb_pl_malloc(size_t size, int device, void *stream, int keep)
     if (!taken)
         p = alloc_locked(d, size, stream, keep, &grew);
     pthread_mutex_unlock(&d->lock);
-    if (grew && d->profile) {
-        uint64_t t0 = prof_now();
-        _cmb_pl_sample_device(d);
-        atomic_fetch_add(&d->prof_sample_n, 1);
-        atomic_fetch_add(&d->prof_sample_ns, prof_now() - t0);
-    } else if (grew) {
+    if (grew) {
+        uint64_t t0 = d->profile ? cmb_now_ns() : 0;
         _cmb_pl_sample_device(d); /* cudaMemGetInfo: microseconds, never under the lock */
+        if (d->profile) {
+            atomic_fetch_add(&d->prof_sample_n, 1);
+            atomic_fetch_add(&d->prof_sample_ns, cmb_now_ns() - t0);
+        }
     }
     _cmb_pl_unrelax(d, mode);
     if (d->real)
@@ -846,11 +839,11 @@ int _cmb_pl_release_locked(pl_device *d, void *ptr, uint64_t size, void *stream)
 {
     if (d->pool_of.count && _cmb_pl_pool_free(d, ptr, stream))
         return 0;
-    uint64_t t0 = d->profile ? prof_now() : 0;
+    uint64_t t0 = d->profile ? cmb_now_ns() : 0;
     cmb_status st = d->m->deallocate(d->policy, ptr, (size_t)size, (cmb_stream)stream);
     if (d->profile) {
         d->prof_free_n++;
-        d->prof_free_ns += prof_now() - t0;
+        d->prof_free_ns += cmb_now_ns() - t0;
     }
     if (st != CMB_OK) {
         if (d->real)
