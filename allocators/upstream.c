@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cmb_clock.h"
 #include "../common/cmb_hashmap.h"
 #include "../common/cmb_rbtree.h"
 #include "../common/cmb_rng.h"
@@ -62,6 +63,8 @@ typedef struct upstream_impl {
     int deferring;
     struct pending_range { uintptr_t va; size_t size; } *pending;
     size_t n_pending, cap_pending;
+    /* cmb_upstream_time_ops: calls and host time per op */
+    uint64_t op_calls[CMB_OP_KINDS], op_ns[CMB_OP_KINDS];
 } upstream_impl;
 
 static int range_cmp(const cmb_rbnode *a, const cmb_rbnode *b)
@@ -739,6 +742,41 @@ static cmb_status acct_mem_info(cmb_upstream *u, size_t *free_bytes, size_t *tot
 #define OP_ENTRY(name, params, args, how) .name = acct_##name,
 static const cmb_upstream_ops accounting_ops = {CMB_UPSTREAM_OPS(OP_ENTRY)};
 #undef OP_ENTRY
+
+/* --- timed ops (cmb_upstream_time_ops) ------------------------------------------------ */
+
+#define TIMED(name, params, args, how)                                          \
+    static cmb_status timed_##name(cmb_upstream *u, CMB_UNPAREN params)         \
+    {                                                                           \
+        uint64_t t0 = cmb_now_ns();                                             \
+        cmb_status st = acct_##name(u, CMB_UNPAREN args);                       \
+        upstream_impl *im = impl_of(u);                                         \
+        im->op_calls[CMB_OP_##name]++;                                          \
+        im->op_ns[CMB_OP_##name] += cmb_now_ns() - t0;                          \
+        return st;                                                              \
+    }
+CMB_UPSTREAM_OPS(TIMED)
+#undef TIMED
+
+#define OP_ENTRY(name, params, args, how) .name = timed_##name,
+static const cmb_upstream_ops timed_ops = {CMB_UPSTREAM_OPS(OP_ENTRY)};
+#undef OP_ENTRY
+
+#define OP_NAME(name, params, args, how) #name,
+const char *const cmb_op_names[CMB_OP_KINDS] = {CMB_UPSTREAM_OPS(OP_NAME)};
+#undef OP_NAME
+
+void cmb_upstream_time_ops(cmb_upstream *u, int on)
+{
+    u->ops = on ? &timed_ops : &accounting_ops;
+}
+
+void cmb_upstream_op_time(const cmb_upstream *u, uint64_t calls[CMB_OP_KINDS], uint64_t ns[CMB_OP_KINDS])
+{
+    upstream_impl *im = impl_of(u);
+    memcpy(calls, im->op_calls, sizeof im->op_calls);
+    memcpy(ns, im->op_ns, sizeof im->op_ns);
+}
 
 /* --- open and close ------------------------------------------------------------------ */
 

@@ -111,6 +111,21 @@ extern const char *const cmb_dt_names[CMB_DT_KINDS]; /* "cuMemCreate", ..., "eve
  * program's allocator spends in the driver (CMB_PROFILE in the library). */
 void cmb_upstream_driver_time(const cmb_upstream *u, uint64_t calls[CMB_DT_KINDS], uint64_t ns[CMB_DT_KINDS]);
 
+/* --- host time in each op (any backend) ---------------------------------------- */
+
+#define _CMB_OP_INDEX(name, params, args, how) CMB_OP_##name,
+enum { CMB_UPSTREAM_OPS(_CMB_OP_INDEX) CMB_OP_KINDS };
+#undef _CMB_OP_INDEX
+extern const char *const cmb_op_names[CMB_OP_KINDS]; /* "alloc", "free", ..., "park_after" */
+
+/* On: every op of u is counted and timed on the monotonic clock, the
+ * accounting layer's own work included (its validation, the backend's
+ * bookkeeping and events), so that beside cmb_upstream_driver_time it
+ * says where a policy's host time goes; off (default): no clock read. A
+ * diagnostic (CMB_PROFILE in the library). */
+void cmb_upstream_time_ops(cmb_upstream *u, int on);
+void cmb_upstream_op_time(const cmb_upstream *u, uint64_t calls[CMB_OP_KINDS], uint64_t ns[CMB_OP_KINDS]);
+
 /* --- several simulated devices (upstream_sim.c) ------------------------------- */
 
 /* A sim stream of simulated device `device` (0..255); `index` tells apart

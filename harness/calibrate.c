@@ -261,6 +261,47 @@ static int vmm_round(const _cmb_driver_api *cu, CUdeviceptr va, size_t bytes, co
 static int cal_vmm_in_flight(cal_run *r, cudaStream_t s, const _cmb_driver_api *cu, const CUmemAllocationProp *prop,
                              const CUmemAccessDesc *acc, size_t gran);
 
+/* One cuMemSetAccess over k handles of one page each, mapped side by side:
+ * what a growth's access costs when its range is many handles (an
+ * expandable segment's growth, cmb's), against one handle of k pages above. */
+static int set_access_handles(const _cmb_driver_api *cu, CUdeviceptr va, size_t k, size_t gran,
+                              const CUmemAllocationProp *prop, const CUmemAccessDesc *acc, double *t)
+{
+    static CUmemGenericAllocationHandle h[512];
+    size_t made = 0;
+    int bad = 0;
+    while (made < k && !bad) {
+        bad = cu->cuMemCreate(&h[made], gran, prop, 0) != CUDA_SUCCESS;
+        if (!bad && cu->cuMemMap(va + made * gran, gran, 0, h[made], 0) != CUDA_SUCCESS) {
+            cu->cuMemRelease(h[made]);
+            bad = 1;
+        }
+        made += !bad;
+    }
+    if (!bad) {
+        double t0 = now_s();
+        bad = cu->cuMemSetAccess(va, k * gran, acc, 1) != CUDA_SUCCESS;
+        *t = now_s() - t0;
+    }
+    if (made)
+        bad |= cu->cuMemUnmap(va, made * gran) != CUDA_SUCCESS;
+    for (size_t i = 0; i < made; i++)
+        bad |= cu->cuMemRelease(h[i]) != CUDA_SUCCESS;
+    return bad ? -1 : 0;
+}
+
+static int cal_set_access_handles(cal_run *r, const _cmb_driver_api *cu, CUdeviceptr va, size_t gran,
+                                  const CUmemAllocationProp *prop, const CUmemAccessDesc *acc)
+{
+    for (size_t i = 0; i < N_OF(cal_pages); i++) {
+        for (int k = 0; k < r->reps; k++)
+            if (set_access_handles(cu, va, cal_pages[i], gran, prop, acc, &r->t[k]))
+                return snprintf(r->err, sizeof r->err, "cuMemSetAccess over %zu handles failed", cal_pages[i]), -1;
+        cal_point(r, "cuMemSetAccess_handles", "handles", (double)cal_pages[i], r->reps);
+    }
+    return 0;
+}
+
 static int cal_vmm(cal_run *r, int device, cudaStream_t s)
 {
     const _cmb_driver_api *cu = _cmb_driver(r->err, sizeof r->err);
@@ -294,6 +335,8 @@ static int cal_vmm(cal_run *r, int device, cudaStream_t s)
     }
     if (rc)
         snprintf(r->err, sizeof r->err, "a cuMemCreate/Map/SetAccess/Unmap/Release round failed");
+    else
+        rc = cal_set_access_handles(r, cu, va, gran, &prop, &acc);
     cu->cuMemAddressFree(va, most);
     if (!rc)
         rc = cal_vmm_in_flight(r, s, cu, &prop, &acc, gran);

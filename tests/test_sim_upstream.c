@@ -214,6 +214,35 @@ static void park_after_is_park(void **state)
     assert_int_equal(cmb_upstream_close(u), 0);
 }
 
+/* cmb_upstream_time_ops counts each op while on and nothing while off; the
+ * ops still do what they do (the accounting layer under the timing). */
+static void ops_timed_while_on(void **state)
+{
+    (void)state;
+    cmb_upstream *u = open_sim(64u << 20, (cmb_fault_spec){0});
+    const size_t g = u->granularity;
+    uint64_t calls[CMB_OP_KINDS], ns[CMB_OP_KINDS];
+    void *va;
+    assert_int_equal(cmb_up_va_reserve(u, 4 * g, &va), CMB_OK); /* not timed: off */
+    cmb_upstream_time_ops(u, 1);
+    assert_int_equal(cmb_up_map(u, va, g), CMB_OK);
+    assert_int_equal(cmb_up_map(u, va, g), CMB_ERR_INVALID); /* a misuse is still refused, and timed */
+    assert_int_equal(cmb_up_park_after(u, va, g, (cmb_stream)(uintptr_t)1), CMB_OK);
+    cmb_upstream_time_ops(u, 0);
+    assert_int_equal(cmb_up_drop_parked(u, SIZE_MAX), CMB_OK); /* off again */
+    cmb_upstream_op_time(u, calls, ns);
+    assert_int_equal(calls[CMB_OP_va_reserve], 0);
+    assert_int_equal(calls[CMB_OP_map], 2);
+    assert_int_equal(calls[CMB_OP_park_after], 1);
+    assert_int_equal(calls[CMB_OP_drop_parked], 0);
+    assert_string_equal(cmb_op_names[CMB_OP_park_after], "park_after");
+    assert_string_equal(cmb_op_names[CMB_OP_map], "map");
+    assert_int_equal(u->stats.held_current, 0);
+    assert_int_equal(cmb_up_va_release(u, va, 4 * g), CMB_OK);
+    assert_int_equal(cmb_upstream_misuse_count(u), 1);
+    assert_int_equal(cmb_upstream_close(u), 0);
+}
+
 static int count_failures(cmb_upstream *u, int requests)
 {
     int failed = 0;
@@ -433,6 +462,7 @@ int main(void)
         cmocka_unit_test(driver_calls_by_kind),
         cmocka_unit_test(handles_move),
         cmocka_unit_test(park_after_is_park),
+        cmocka_unit_test(ops_timed_while_on),
         cmocka_unit_test(access_deferred),
         cmocka_unit_test(fault_nth_and_every),
         cmocka_unit_test(fault_random_is_seeded),

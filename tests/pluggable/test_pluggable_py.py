@@ -637,6 +637,7 @@ class RealLibrary(unittest.TestCase):
         self.assertRegex(lines[0], r"^cumembench profile: device 0, cmb@sim: allocate 3 calls [0-9.]+ ms, "
                                    r"free 0 calls [0-9.]+ ms, device sampling after a growth 0 calls")
         self.assertIn("in the driver: cuMemCreate 0 calls 0.000 ms,", lines[0])  # sim makes no driver call
+        self.assertRegex(lines[0], r"; upstream ops: (.*, )?map [1-9][0-9]* calls [0-9.]+ ms")  # cmb grows by maps
         r = self.check("env_calls", CMB_ALLOCATOR="cmb@sim", CMB_CAPACITY="1GiB", CMB_TORCH_OOM="null",
                        CMB_PROFILE="0")
         self.assertNotIn("cumembench profile:", r.stderr)
