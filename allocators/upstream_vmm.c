@@ -171,20 +171,19 @@ static size_t later_group(const vmm_state *s, size_t i)
     return j;
 }
 
-/* Unmaps what waits behind completed events: one query per park_after
- * still listed. (Made before every map too: CMB_PROFILE's "events" says
- * what these queries cost a program.) */
+/* Unmaps what waits behind completed events, oldest first, up to the
+ * first still pending: one query while nothing is done (events recorded on
+ * one stream complete in order; a group behind a pending one waits for a
+ * later poll). Made by park_after and mem_info, not before every map. */
 static void later_poll(vmm_state *s)
 {
-    for (size_t i = 0; i < s->n_later;) {
-        size_t j = later_group(s, i);
+    while (s->n_later) {
         uint64_t t0 = cmb_now_ns();
-        int done = cudaEventQuery(s->later[i].ev) == cudaSuccess;
+        int done = cudaEventQuery(s->later[0].ev) == cudaSuccess;
         dt_add(s, CMB_DT_EVENT, t0);
-        if (done)
-            later_unmap(s, i, j);
-        else
-            i = j;
+        if (!done)
+            return;
+        later_unmap(s, 0, later_group(s, 0));
     }
 }
 
@@ -207,13 +206,14 @@ static void later_wait(vmm_state *s, CUdeviceptr lo, CUdeviceptr hi)
     }
 }
 
-/* Before mapping [va, va + size): old mappings there must go first. */
+/* Before mapping [va, va + size): old mappings there must go first (a
+ * wait only where one overlaps; no polling: maps are the most frequent
+ * call, and a query per pending group on each cost more than the unmaps it
+ * brings forward). */
 static void later_clear(vmm_state *s, CUdeviceptr va, size_t size)
 {
-    if (!s->n_later)
-        return;
-    later_poll(s);
-    later_wait(s, va, va + size);
+    if (s->n_later)
+        later_wait(s, va, va + size);
 }
 
 /* Create one handle of `size` bytes and map it at va with access set. */
