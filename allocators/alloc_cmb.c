@@ -132,7 +132,10 @@
  * 1 MiB), fast_bins (bool, default true), page (size: the unit mapped per
  * upstream call, a power of two from the upstream's granularity; default the
  * granularity), chunk (pages per handle, default 4: 8 MiB handles with 2 MiB
- * pages; 0 = a whole growth in one handle). See docs/cmb.md.
+ * pages; 0 = a whole growth in one handle), fresh (allocations, default 0:
+ * off; a growth avoids the pages the budget moved within that many, where
+ * another place fits, so that fewer maps wait for work on an old mapping).
+ * See docs/cmb.md.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -184,6 +187,9 @@
 #ifndef CMB_VALIDATE_EVERY
 #define CMB_VALIDATE_EVERY 4096
 #endif
+/* ranges the budget moved pages out of, remembered for the growths that follow */
+#define CMB_MOVED_RING 64
+#define CMB_FRESH_DEFAULT "0"
 
 enum { B_LIVE = 1, B_BINNED, B_FREE, B_HOLE };
 enum { H_SMALL, H_LARGE, N_HEAPS };
@@ -292,6 +298,11 @@ typedef struct cmbx {
     int no_park;              /* the upstream cannot move handles: unmap instead */
     int no_park_after;        /* nor leave a range mapped behind a stream's work */
     uint64_t parked[CMB_PARK_MAX + 1]; /* handles parked by length, within a growth */
+    /* the last ranges the budget moved pages out of (pages [lo, hi) of ar,
+     * at allocation `at`): growths avoid them for `fresh` allocations */
+    struct moved { const arena *ar; uint64_t lo, hi, at; } moved[CMB_MOVED_RING];
+    unsigned n_moved;
+    uint64_t fresh;
     CMB_DEBUG_ONLY(uint64_t ops;)
     char err[256];
 } cmbx;
@@ -993,6 +1004,22 @@ typedef struct place {
     uint64_t span;         /* bytes of the span: tie-break, tightest first */
 } place;
 
+/* 1 when placement p would map pages the budget moved away within the last
+ * `fresh` allocations: the work queued on their old mapping may still run
+ * (park_after), and mapping there again would wait for it. Counted in
+ * allocations, not by the device's progress, so that the choice is the same
+ * however far the device lags. */
+static int maps_fresh(const cmbx *a, const arena *ar, uint64_t first, uint64_t n)
+{
+    unsigned k = a->n_moved < CMB_MOVED_RING ? a->n_moved : CMB_MOVED_RING;
+    for (unsigned i = 0; i < k; i++) {
+        const struct moved *m = &a->moved[i];
+        if (m->ar == ar && a->allocs - m->at < a->fresh && first < m->hi && m->lo < first + n)
+            return 1;
+    }
+    return 0;
+}
+
 static int better(const place *p, const place *best, int have)
 {
     if (!have)
@@ -1003,7 +1030,7 @@ static int better(const place *p, const place *best, int have)
 }
 
 /* The cheapest way to place s bytes around hole h for stream ss. */
-static int place_at_hole(cmbx *a, blk *h, uint64_t s, sstream *ss, place *best, int have)
+static int place_at_hole(cmbx *a, blk *h, uint64_t s, sstream *ss, place *best, int have, int avoid)
 {
     blk *l = h->prev, *r = h->next;
     /* settled and usable: their constraints are within {ss}, so they merge
@@ -1028,7 +1055,7 @@ static int place_at_hole(cmbx *a, blk *h, uint64_t s, sstream *ss, place *best, 
         p.first = h0;
         p.span = ls + h->size;
         p.newly_needed = p.n + cached_in(a, l, at, at + s);
-        if (better(&p, best, have)) {
+        if (!(avoid && maps_fresh(a, h->ar, p.first, p.n)) && better(&p, best, have)) {
             *best = p;
             have = 1;
         }
@@ -1041,7 +1068,7 @@ static int place_at_hole(cmbx *a, blk *h, uint64_t s, sstream *ss, place *best, 
         p.first = h0;
         p.span = ls + h->size + rs;
         p.newly_needed = p.n + cached_in(a, l, at, at + s) + cached_in(a, r, at, at + s);
-        if (better(&p, best, have)) {
+        if (!(avoid && maps_fresh(a, h->ar, p.first, p.n)) && better(&p, best, have)) {
             *best = p;
             have = 1;
         }
@@ -1054,7 +1081,7 @@ static int place_at_hole(cmbx *a, blk *h, uint64_t s, sstream *ss, place *best, 
         q.first = h0 + hp - q.n;
         q.span = rs + h->size;
         q.newly_needed = q.n + cached_in(a, r, end - s, end);
-        if (better(&q, best, have)) {
+        if (!(avoid && maps_fresh(a, h->ar, q.first, q.n)) && better(&q, best, have)) {
             *best = q;
             have = 1;
         }
@@ -1062,12 +1089,18 @@ static int place_at_hole(cmbx *a, blk *h, uint64_t s, sstream *ss, place *best, 
     return have;
 }
 
+/* The cheapest placement that maps no freshly moved page, else the
+ * cheapest. */
 static int choose_place(cmbx *a, int hp, uint64_t s, sstream *ss, place *best)
 {
-    int have = 0;
-    for (cmb_rbnode *n = cmb_rb_first(&a->heaps[hp].holes); n; n = cmb_rb_next(n))
-        have = place_at_hole(a, BLK(n), s, ss, best, have);
-    return have;
+    for (int avoid = a->fresh > 0; avoid >= 0; avoid--) {
+        int have = 0;
+        for (cmb_rbnode *n = cmb_rb_first(&a->heaps[hp].holes); n; n = cmb_rb_next(n))
+            have = place_at_hole(a, BLK(n), s, ss, best, have, avoid);
+        if (have)
+            return 1;
+    }
+    return 0;
 }
 
 /* --- reclaim: unmapping cached pages ------------------------------------------------- */
@@ -1083,6 +1116,12 @@ static void whole_handles(const arena *ar, uint64_t r0, uint64_t r1, uint64_t *u
         hi--;
     *u0 = lo;
     *u1 = hi > lo ? hi : lo;
+}
+
+/* The budget moved pages [lo, hi) of ar away, for a growth elsewhere. */
+static void note_moved(cmbx *a, const arena *ar, uint64_t lo, uint64_t hi)
+{
+    a->moved[a->n_moved++ % CMB_MOVED_RING] = (struct moved){ar, lo, hi, a->allocs};
 }
 
 /* Unmaps whole handles of ordered free block b's cached pages, at least
@@ -1122,6 +1161,8 @@ static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, int park, sstream *
     uintptr_t lo = ar->base + (u0 << a->shift), end = blk_end(b);
     cmb_status st = park ? park_handles(a, ar, u0, n, after) : unmap_handles(a, ar, u0, n);
     *got = st == CMB_OK ? n : 0;
+    if (park && *got)
+        note_moved(a, ar, u0, u0 + n);
     uintptr_t hi = lo + (*got << a->shift);
     free_erase(a, b);
     if (*got && lo > b->ptr) {
@@ -1725,6 +1766,9 @@ static const cmb_option_decl cmb_options_decl[] = {
                   CMB_OPT_POW2, NULL),
     CMB_OPTION("chunk", CMB_OPT_INT, CMB_CHUNK_DEFAULT, "0", "1048576", "pages",
                "the most pages one map call (one physical handle) covers; 0: a whole growth in one"),
+    CMB_OPTION("fresh", CMB_OPT_INT, CMB_FRESH_DEFAULT, "0", "1048576", "allocations",
+               "a growth avoids pages the budget moved away within this many allocations, where another place "
+               "fits (their old work may still run: mapping there again would wait for it); 0: off"),
     CMB_OPTION_END};
 
 static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **state)
@@ -1739,6 +1783,7 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     int bins = cmb_opt_bool(&o, "fast_bins");
     uint64_t page = cmb_opt_size(&o, "page");
     uint64_t chunk = (uint64_t)cmb_opt_int(&o, "chunk");
+    uint64_t fresh = (uint64_t)cmb_opt_int(&o, "fresh");
     if (!(slack >= 0 && slack <= 1)) {
         snprintf(cfg->error, cfg->error_len, "cmb: slack must be in [0, 1] (a share of the peak need)");
         return CMB_ERR_INVALID;
@@ -1792,6 +1837,7 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     a->slack = slack;
     a->keep = keep;
     a->chunk_pages = chunk ? chunk : UINT64_MAX;
+    a->fresh = fresh;
     a->use_bins = bins;
     for (int hp = 0; hp < N_HEAPS; hp++) {
         cmb_rb_init(&a->heaps[hp].free);
