@@ -26,7 +26,10 @@ typedef struct cmb_cost_curve {
 typedef enum cmb_cost_call {
     CMB_CC_MALLOC, CMB_CC_FREE, CMB_CC_FREE_IN_FLIGHT, CMB_CC_MEM_CREATE, CMB_CC_MEM_MAP, CMB_CC_SET_ACCESS,
     CMB_CC_MEM_UNMAP, CMB_CC_MEM_RELEASE, CMB_CC_MALLOC_ASYNC, CMB_CC_FREE_ASYNC, CMB_CC_EVENT_RECORD,
-    CMB_CC_EVENT_QUERY, CMB_CC_STREAM_SYNC, CMB_CC_COUNT
+    CMB_CC_EVENT_QUERY, CMB_CC_STREAM_SYNC,
+    CMB_CC_SET_ACCESS_HANDLES, /* one cuMemSetAccess by the handles of its range; optional (older
+                                  files: an access run priced as one handle of its pages) */
+    CMB_CC_COUNT
 } cmb_cost_call;
 
 typedef struct cmb_costs {
@@ -77,7 +80,11 @@ int cmb_costs_use_file(const char *path, char *err, size_t errlen);
  * -1 with the committed ones named where none shares a prefix with it. */
 int cmb_costs_use_gpu_model(const char *model, char *err, size_t errlen);
 
-/* Seconds per call of `cc` at x (bytes or pages): piecewise linear in
+/* 1 when the file prices a deferred access run per handle (it has
+ * cuMemSetAccess_handles), 0 when as one handle of the run's pages. */
+int cmb_costs_access_per_handle(const cmb_costs *c);
+
+/* Seconds per call of `cc` at x (bytes, pages or handles): piecewise linear in
  * log x between measured points, flat beyond them; 0 when not measured. */
 double cmb_cost_at(const cmb_cost_curve *cv, double x);
 
@@ -86,8 +93,10 @@ void cmb_costs_predict(const cmb_costs *c, const cmb_cost_input *in, cmb_cost_pa
 
 struct cmb_case;
 /* The case's counts and predicted time as counters (predicted_alloc_time_s
- * and its parts, up_<kind>_calls), the cost file named in a note; nothing
- * predicted, and one note, when no cost file is found. */
+ * and its parts, up_<kind>_calls); nothing predicted, and one note, when
+ * no cost file is found; a note too when the file lacks
+ * cuMemSetAccess_handles and the case set access over runs of several
+ * handles (priced then as one handle each: under-priced). */
 void cmb_costs_put(struct cmb_case *c, const cmb_metered *mt, const char *allocator);
 
 /* The counts at a moment of a case (a replay's last pass starts), so the

@@ -27,7 +27,8 @@ static cmb_up_counts *counts_of(cmb_upstream *u)
     return (cmb_up_counts *)(void *)((char *)u->ops - offsetof(cmb_up_counts, ops));
 }
 
-static void count(cmb_upstream *u, cmb_up_kind k, size_t size)
+/* One call of kind k and `size`; its bucket. */
+static int count(cmb_upstream *u, cmb_up_kind k, size_t size)
 {
     cmb_up_counts *n = counts_of(u);
     int b = 0;
@@ -35,6 +36,7 @@ static void count(cmb_upstream *u, cmb_up_kind k, size_t size)
         b++;
     __atomic_fetch_add(&n->calls[k][b], 1, __ATOMIC_RELAXED); /* scenarios with threads */
     __atomic_fetch_add(&n->bytes[k][b], size, __ATOMIC_RELAXED);
+    return b;
 }
 
 #define COUNTED(op, kind, size, params, args)                          \
@@ -67,9 +69,10 @@ static cmb_status count_mapping(cmb_upstream *u, void *va, size_t size, int unpa
     cmb_status st = unpark ? n->orig->unpark(u, va, size) : n->orig->map(u, va, size);
     if (st != CMB_OK)
         return st;
-    if (n->deferring) {
+    if (n->deferring) { /* one handle: a created one mapped, or a kept one */
         count(u, unpark ? CMB_UPK_UNPARK_NOACCESS : CMB_UPK_MAP_NOACCESS, size);
         __atomic_fetch_add(&n->deferred_bytes, size, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&n->deferred_handles, 1, __ATOMIC_RELAXED);
     } else {
         count(u, unpark ? CMB_UPK_UNPARK : CMB_UPK_MAP, size);
     }
@@ -87,18 +90,28 @@ static cmb_status count_unpark(cmb_upstream *u, void *va, size_t size)
 }
 
 /* defer_access(0): the access calls it made (one per contiguous range),
- * each counted at the mean size of what was deferred */
+ * each counted at the mean size of what was deferred and covering the
+ * mean number of its handles (the remainder one more each to the first):
+ * a growth of cmb or torch-expandable is one range, so exactly. */
 static cmb_status count_defer_access(cmb_upstream *u, int on)
 {
     cmb_up_counts *n = counts_of(u);
     uint64_t before = u->driver.set_access;
     cmb_status st = n->orig->defer_access(u, on);
     n->deferring = on && st == CMB_OK;
-    if (on)
+    if (on) {
+        if (st == CMB_OK) { /* the upstream forgets what an unfinished window left */
+            __atomic_store_n(&n->deferred_bytes, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&n->deferred_handles, 0, __ATOMIC_RELAXED);
+        }
         return st;
+    }
     uint64_t runs = u->driver.set_access - before, bytes = __atomic_exchange_n(&n->deferred_bytes, 0, __ATOMIC_RELAXED);
-    for (uint64_t i = 0; i < runs; i++)
-        count(u, CMB_UPK_SET_ACCESS, (size_t)(bytes / runs));
+    uint64_t handles = __atomic_exchange_n(&n->deferred_handles, 0, __ATOMIC_RELAXED);
+    for (uint64_t i = 0; i < runs; i++) {
+        int b = count(u, CMB_UPK_SET_ACCESS, (size_t)(bytes / runs));
+        __atomic_fetch_add(&n->access_handles[b], handles / runs + (i < handles % runs), __ATOMIC_RELAXED);
+    }
     return st;
 }
 
@@ -137,6 +150,7 @@ static void attach_counts(cmb_metered *mt)
     n->ops.defer_access = n->orig->defer_access ? count_defer_access : NULL;
     n->deferring = 0;
     n->deferred_bytes = 0;
+    n->deferred_handles = 0;
     mt->up->ops = &n->ops;
     mt->up_counts = n;
 }

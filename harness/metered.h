@@ -29,7 +29,8 @@ typedef enum cmb_up_kind {
     CMB_UPK_EVENT_RECORD, CMB_UPK_EVENT_QUERY, CMB_UPK_STREAM_SYNC,
     CMB_UPK_PARK, CMB_UPK_UNPARK, CMB_UPK_DROP_PARKED, /* moving handles: per handle for drop */
     /* under defer_access: map and unpark without their cuMemSetAccess, and
-     * the one set at the end over each contiguous range (per range) */
+     * the one set at the end over each contiguous range (per range; the
+     * handles each covers in cmb_up_counts.access_handles) */
     CMB_UPK_MAP_NOACCESS, CMB_UPK_UNPARK_NOACCESS, CMB_UPK_SET_ACCESS,
     CMB_UPK_COUNT
 } cmb_up_kind;
@@ -41,8 +42,13 @@ typedef struct cmb_up_counts {
     cmb_upstream_ops ops;         /* the counting table                     */
     uint64_t calls[CMB_UPK_COUNT][CMB_UP_BUCKETS];
     uint64_t bytes[CMB_UPK_COUNT][CMB_UP_BUCKETS];
-    int deferring;           /* between defer_access(1) and (0)            */
-    uint64_t deferred_bytes; /* mapped since, the access left to set       */
+    /* CMB_UPK_SET_ACCESS's calls by the same buckets (of bytes): the
+     * handles they covered, the map and unpark calls made while deferring
+     * (the driver prices an access call per handle: docs/costs.md) */
+    uint64_t access_handles[CMB_UP_BUCKETS];
+    int deferring;             /* between defer_access(1) and (0)          */
+    uint64_t deferred_bytes;   /* mapped since, the access left to set     */
+    uint64_t deferred_handles; /* map and unpark calls since               */
 } cmb_up_counts;
 
 const char *cmb_up_kind_name(cmb_up_kind k);
