@@ -475,9 +475,9 @@ static cmb_status min_capacity(cmb_case *c, replay_run *run)
         cmb_case_counter(c, "min_capacity_island_bytes", (double)island);
         cmb_case_note(c, "fits from %.2f GiB up; smaller islands fit too (from %.2f GiB)",
                       (double)found / (1u << 30), (double)island / (1u << 30));
-    }
-    else
+    } else if (!found) {
         cmb_case_note(c, "the trace does not fit a device of 1 TiB");
+    }
     return CMB_OK;
 }
 

@@ -57,4 +57,9 @@ for k in 1 2 3 5 8 13 21 34 55 89 144; do
     cap=$((best + k * step))
     fits "$cap" || { echo "FAIL: does not fit at $cap above the answer $best"; exit 1; }
 done
+# a trace that fits, with no island below, is not said not to fit
+"$bin" --mode sim --scenario replay --allocator cmb --param "trace=$trace" \
+    --repetitions 1 --out "$tmp/plain" >"$tmp/plain.log" 2>&1
+[ -n "$(counter "$tmp/plain" min_capacity_bytes)" ] || { echo "FAIL: cmb: no min_capacity_bytes"; exit 1; }
+if grep -rq "does not fit a device of 1 TiB" "$tmp/plain"; then echo "FAIL: a trace that fits is noted as not fitting"; exit 1; fi
 echo "ok: fits from $best bytes up, island from $island"
