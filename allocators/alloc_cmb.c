@@ -1161,7 +1161,7 @@ static cmb_status unmap_from(cmbx *a, blk *b, uint64_t want, int park, sstream *
     uintptr_t lo = ar->base + (u0 << a->shift), end = blk_end(b);
     cmb_status st = park ? park_handles(a, ar, u0, n, after) : unmap_handles(a, ar, u0, n);
     *got = st == CMB_OK ? n : 0;
-    if (park && *got)
+    if (park && *got && a->fresh)
         note_moved(a, ar, u0, u0 + n);
     uintptr_t hi = lo + (*got << a->shift);
     free_erase(a, b);
