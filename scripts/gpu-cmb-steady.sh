@@ -38,6 +38,8 @@
 #                     round by round; a run that would start after
 #                     CMB_STEADY_BUDGET seconds (420) is skipped and e2e.md
 #                     lists it, keeping the call under 8 minutes.
+#                     CMB_STEADY_PROGRAMS (space- or comma-separated, default
+#                     "transformer convnet llm_decode") runs some of them.
 #   OUT_DIR/log.txt   everything the runs printed
 # CMB_STEADY_PARTS (default "e2e" on a GPU, "replay" with --sim) picks the
 # parts: the replays over vmm ("replay") go in a separate call into the
@@ -81,6 +83,13 @@ reps=${CMB_STEADY_REPS:-}
 budget=${CMB_STEADY_BUDGET:-420}
 case "$runs$budget$reps$first" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_STEADY_BUDGET, CMB_STEADY_REPS and CMB_STEADY_FIRST_RUN must be numbers" >&2; exit 2 ;; esac
 [ "${reps:-1}" -gt 0 ] || { echo "$0: CMB_STEADY_REPS must be at least 1" >&2; exit 2; }
+programs=$(echo "${CMB_STEADY_PROGRAMS:-transformer convnet llm_decode}" | tr , ' ')
+for p in $programs; do
+    case $p in transformer | convnet | llm_decode) ;;
+    *) echo "$0: CMB_STEADY_PROGRAMS: unknown program '$p' (expected transformer, convnet, llm_decode)" >&2; exit 2 ;;
+    esac
+done
+[ -n "$(echo $programs)" ] || { echo "$0: CMB_STEADY_PROGRAMS is empty" >&2; exit 2; }
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
     find_min=false
@@ -125,7 +134,7 @@ if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; th
     mkdir -p "$out/e2e"
     start=$(date +%s)
     for r in $(seq "$first" $((first + runs - 1))); do
-        for program in transformer convnet llm_decode; do
+        for program in $programs; do
             case $program in transformer | llm_decode) steps=24 ;; convnet) steps=18 ;; esac
             for m in native-default native-expandable cmb; do
                 base="$out/e2e/$program-$m-$r"
