@@ -56,8 +56,8 @@
  *    without making more handles; what is left is released before anything
  *    new is created, so the physical footprint never grows for it. An
  *    upstream that cannot park falls back to unmapping.
- *    When no whole handle is cached, the growth goes over the budget
- *    (over_budget counts it).
+ *    When the candidates hold too few whole handles, the growth goes over
+ *    the budget (over_budget counts it).
  *  - Hysteresis (keep): once the need has not risen for as many allocations
  *    as it took to reach its peak, the traffic is taken to repeat, and each
  *    growth widens the budget by the pages it maps, up to (1 + keep) x the
@@ -105,7 +105,9 @@
  *    (1 + keep) x peak requested bytes), except where
  *    the only cached pages border the hole a block grows into, lie in
  *    handles a live block pins (chunk > 1), or a stream could not be
- *    synchronized (over_budget counts each). needed <= sum over live blocks of the pages each touches, at
+ *    synchronized, and where the smallest free blocks' cached pages, which
+ *    the budget counts page by page when it picks candidates, lie in pinned
+ *    handles: it does not look past them (over_budget counts each). needed <= sum over live blocks of the pages each touches, at
  *    most ceil(size / page) + 1 per block, and shared boundary pages make it
  *    close to requested / page for packed blocks.
  *  - a fast-bin hit: O(1), one hash lookup on free; a tree hit: O(log n) and
