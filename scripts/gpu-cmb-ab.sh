@@ -29,12 +29,12 @@
 # PyTorch with a GPU (before anything runs).
 set -u
 
+. "$(dirname "$0")/lib.sh"
 usage() { echo "usage: $0 OUT_DIR NAME=LIB [NAME=LIB ...]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 root=$(cd "$(dirname "$0")/.." && pwd) || exit 2
 out=$1
 shift
-programs=$(echo "${CMB_AB_PROGRAMS:-transformer}" | tr , ' ')
 runs=${CMB_AB_RUNS:-3}
 steps=${CMB_AB_STEPS:-24}
 budget=${CMB_AB_BUDGET:-530}
@@ -43,10 +43,7 @@ profile=${CMB_AB_PROFILE:-0}
 case "$runs$steps$budget" in '' | *[!0-9]*) echo "$0: CMB_AB_RUNS, CMB_AB_STEPS and CMB_AB_BUDGET must be numbers" >&2; exit 2 ;; esac
 [ "$runs" -gt 0 ] && [ "$steps" -gt 1 ] || { echo "$0: CMB_AB_RUNS must be at least 1 and CMB_AB_STEPS at least 2" >&2; exit 2; }
 case "$profile" in 0 | 1) ;; *) echo "$0: CMB_AB_PROFILE='$profile': expected 0 or 1" >&2; exit 2 ;; esac
-for p in $programs; do
-    case " transformer gpt convnet llm_decode " in *" $p "*) ;; *)
-        echo "$0: CMB_AB_PROGRAMS: unknown program '$p' (transformer, gpt, convnet, llm_decode)" >&2; exit 2 ;; esac
-done
+cmb_programs CMB_AB_PROGRAMS "transformer gpt convnet llm_decode" transformer
 names=
 pairs= # NAME=absolute path, one a line
 for pair in "$@"; do

@@ -83,13 +83,7 @@ reps=${CMB_STEADY_REPS:-}
 budget=${CMB_STEADY_BUDGET:-420}
 case "$runs$budget$reps$first" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_STEADY_BUDGET, CMB_STEADY_REPS and CMB_STEADY_FIRST_RUN must be numbers" >&2; exit 2 ;; esac
 [ "${reps:-1}" -gt 0 ] || { echo "$0: CMB_STEADY_REPS must be at least 1" >&2; exit 2; }
-programs=$(echo "${CMB_STEADY_PROGRAMS:-transformer convnet llm_decode}" | tr , ' ')
-for p in $programs; do
-    case $p in transformer | convnet | llm_decode) ;;
-    *) echo "$0: CMB_STEADY_PROGRAMS: unknown program '$p' (expected transformer, convnet, llm_decode)" >&2; exit 2 ;;
-    esac
-done
-[ -n "$(echo $programs)" ] || { echo "$0: CMB_STEADY_PROGRAMS is empty" >&2; exit 2; }
+cmb_programs CMB_STEADY_PROGRAMS "transformer convnet llm_decode" "transformer convnet llm_decode"
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
     find_min=false

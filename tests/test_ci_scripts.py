@@ -64,7 +64,7 @@ class GpuScripts(unittest.TestCase):
                               (dict(CMB_STEADY_FIRST_RUN="-1"), "must be numbers"),
                               (dict(CMB_STEADY_PARTS="bogus"), "expected replay and/or e2e"),
                               (dict(CMB_STEADY_PROGRAMS="transformer,bogus"), "unknown program 'bogus'"),
-                              (dict(CMB_STEADY_PROGRAMS=","), "CMB_STEADY_PROGRAMS is empty")):
+                              (dict(CMB_STEADY_PROGRAMS=","), "CMB_STEADY_PROGRAMS names no program")):
                 p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-cmb-steady.sh"), fake,
                                     os.path.join(tmp, "out"), "--sim"], capture_output=True, text=True,
                                    env=dict(os.environ, **env), timeout=60)
