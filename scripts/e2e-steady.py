@@ -20,7 +20,15 @@ before is a "repeat" step, the first of a shape a "new-shape" step):
                12-layer convnet of the same pattern;
   llm_decode   scripts/record_torch_workload.py's llm-decode: a 6-layer fp16
                decoder serving its 12 requests (prompt and generation lengths
-               vary), one request a step, cycled.
+               vary), one request a step, cycled;
+  moe          a mixture-of-experts encoder (6 layers, d_model 768, 8 experts
+               of 4 x d_model, top-2 routing) under bf16 autocast with AdamW:
+               each expert's batch is the tokens routed to it, so tensor
+               sizes change every step even where (batch, length), cycled
+               over 4 shapes, repeats;
+  unet         a U-Net (4 levels, 64-512 channels, GroupNorm, skip
+               connections) denoising random images with AdamW, batch 16,
+               at 5 image sizes, cycled.
 Each step is timed between torch.cuda.synchronize() calls. RUN.json holds
 the step times with each step's shape and whether it repeats one, the peak
 reserved and requested bytes (the library's counters, or
@@ -147,8 +155,113 @@ def llm_decode_program(torch):
     return step
 
 
+MOE_SHAPES = [(16, 256), (8, 768), (32, 128), (12, 512)]
+UNET_SIZES = [96, 128, 64, 160, 112]
+
+
+def moe_program(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Moe(nn.Module):
+        def __init__(self, d, experts):
+            super().__init__()
+            self.gate = nn.Linear(d, experts)
+            self.experts = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                         for _ in range(experts))
+
+        def forward(self, x):
+            flat = x.reshape(-1, x.shape[-1])
+            weight, which = self.gate(flat).softmax(-1).topk(2, dim=-1)
+            out = torch.zeros_like(flat)
+            for e, expert in enumerate(self.experts):
+                tok, slot = (which == e).nonzero(as_tuple=True)  # data-dependent: sizes vary every step
+                if tok.numel():
+                    out.index_add_(0, tok, (expert(flat[tok]) * weight[tok, slot, None]).to(out.dtype))
+            return out.reshape(x.shape)
+
+    class Layer(nn.Module):
+        def __init__(self, d, heads, experts):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+            self.moe = Moe(d, experts)
+
+        def forward(self, x):
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            return x + self.moe(self.ln2(x))
+
+    torch.manual_seed(0)
+    d, vocab = 768, 32000
+    emb = nn.Embedding(vocab, d).cuda()
+    layers = nn.Sequential(*[Layer(d, 12, 8) for _ in range(6)]).cuda()
+    head = nn.Linear(d, vocab).cuda()
+    opt = torch.optim.AdamW(list(emb.parameters()) + list(layers.parameters()) + list(head.parameters()), lr=1e-4)
+
+    def step(i):
+        b, t = MOE_SHAPES[i % len(MOE_SHAPES)]
+        ids = torch.randint(0, vocab, (b, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = head(layers(emb(ids)))
+            loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return f"b{b}xt{t}"
+    return step
+
+
+def unet_program(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.SiLU(),
+                             nn.Conv2d(cout, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.SiLU())
+
+    class UNet(nn.Module):
+        def __init__(self, widths=(64, 128, 256, 512)):
+            super().__init__()
+            self.down, c = nn.ModuleList(), 3
+            for w in widths:
+                self.down.append(block(c, w))
+                c = w
+            self.mid = block(c, c)
+            self.up, self.fuse = nn.ModuleList(), nn.ModuleList()
+            for w in reversed(widths):
+                self.up.append(nn.ConvTranspose2d(c, w, 2, stride=2))
+                self.fuse.append(block(2 * w, w))
+                c = w
+            self.out = nn.Conv2d(c, 3, 1)
+
+        def forward(self, x):
+            skips = []
+            for d in self.down:
+                x = d(x)
+                skips.append(x)
+                x = F.max_pool2d(x, 2)
+            x = self.mid(x)
+            for u, f in zip(self.up, self.fuse):
+                x = f(torch.cat([u(x), skips.pop()], 1))
+            return self.out(x)
+
+    torch.manual_seed(0)
+    model = UNet().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(i):
+        s = UNET_SIZES[i % len(UNET_SIZES)]
+        x = torch.randn(16, 3, s, s, device="cuda")
+        noise = torch.randn_like(x)
+        loss = F.mse_loss(model(x + noise), noise)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return f"img{s}"
+    return step
+
+
 PROGRAMS = {"transformer": transformer_program, "gpt": gpt_program, "convnet": convnet_program,
-            "llm_decode": llm_decode_program}
+            "llm_decode": llm_decode_program, "moe": moe_program, "unet": unet_program}
 
 
 def upstream_calls(cmb):

@@ -39,7 +39,10 @@
 #                     CMB_STEADY_BUDGET seconds (420) is skipped and e2e.md
 #                     lists it, keeping the call under 8 minutes.
 #                     CMB_STEADY_PROGRAMS (space- or comma-separated, default
-#                     "transformer convnet llm_decode") runs some of them.
+#                     "transformer convnet llm_decode") runs some of them, or
+#                     e2e-steady.py's programs no sample trace was recorded
+#                     from: gpt (24 steps: 6 shapes, 4 times), moe and unet
+#                     (20 steps: 4 shapes 5 times, 5 sizes 4 times).
 #   OUT_DIR/log.txt   everything the runs printed
 # CMB_STEADY_PARTS (default "e2e" on a GPU, "replay" with --sim) picks the
 # parts: the replays over vmm ("replay") go in a separate call into the
@@ -83,7 +86,7 @@ reps=${CMB_STEADY_REPS:-}
 budget=${CMB_STEADY_BUDGET:-420}
 case "$runs$budget$reps$first" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_STEADY_BUDGET, CMB_STEADY_REPS and CMB_STEADY_FIRST_RUN must be numbers" >&2; exit 2 ;; esac
 [ "${reps:-1}" -gt 0 ] || { echo "$0: CMB_STEADY_REPS must be at least 1" >&2; exit 2; }
-cmb_programs CMB_STEADY_PROGRAMS "transformer convnet llm_decode" "transformer convnet llm_decode"
+cmb_programs CMB_STEADY_PROGRAMS "transformer convnet llm_decode gpt moe unet" "transformer convnet llm_decode"
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
     find_min=false
@@ -129,7 +132,7 @@ if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; th
     start=$(date +%s)
     for r in $(seq "$first" $((first + runs - 1))); do
         for program in $programs; do
-            case $program in transformer | llm_decode) steps=24 ;; convnet) steps=18 ;; esac
+            case $program in transformer | llm_decode | gpt) steps=24 ;; convnet) steps=18 ;; moe | unet) steps=20 ;; esac
             for m in native-default native-expandable cmb; do
                 base="$out/e2e/$program-$m-$r"
                 if [ $(($(date +%s) - start)) -gt "$budget" ]; then

@@ -73,6 +73,22 @@ class GpuScripts(unittest.TestCase):
                 self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             self.assertFalse(os.path.exists(os.path.join(fake, "ran")), "the binary ran on a bad setting")
 
+    def test_program_lists_name_e2e_steady_programs(self):
+        # every program the scripts accept is one e2e-steady.py can run, with a step count
+        import importlib.util
+        import re
+        spec = importlib.util.spec_from_file_location("e2e_steady", os.path.join(SRC, "scripts", "e2e-steady.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for name in ("gpu-cmb-steady.sh", "gpu-cmb-ab.sh"):
+            text = open(os.path.join(SRC, "scripts", name)).read()
+            allowed = re.search(r'cmb_programs \S+ "([^"]+)"', text).group(1).split()
+            self.assertTrue(allowed, name)
+            for prog in allowed:
+                self.assertIn(prog, mod.PROGRAMS, name)
+                if name == "gpu-cmb-steady.sh":  # steps by program there (gpu-cmb-ab.sh: one count)
+                    self.assertRegex(text, r"[ (|] ?%s[ )|][^;]*steps=" % prog, (name, prog))
+
     def test_cmb_ab_refuses_bad_settings(self):
         import tempfile
         script = os.path.join(SRC, "scripts", "gpu-cmb-ab.sh")

@@ -228,7 +228,7 @@ class TuneTable(unittest.TestCase):
 
 class E2eTable(unittest.TestCase):
     """scripts/e2e-steady.py table: the committed real-program tables of
-    cmb-park-after are what it makes of their runs, and its step-by-step
+    cmb-park-after (and of a few more runs) are what it makes of their runs, and its step-by-step
     ratios and sums are those of the JSON files."""
     RUN = os.path.join(SRC, "results", "nvidia-h200", "cmb-park-after")
 
@@ -246,7 +246,9 @@ class E2eTable(unittest.TestCase):
     def test_committed_tables_are_regenerated(self):
         for part in ("variants", "ab", "worker/call-1", "worker/call-2",
                      os.path.join("..", "..", "nvidia-h100", "cmb-cost-model"),
-                     os.path.join("..", "..", "nvidia-h100", "cmb-profile")):
+                     os.path.join("..", "..", "nvidia-h100", "cmb-profile"),
+                     os.path.join("..", "cmb-unseen-programs", "steady-gu"),
+                     os.path.join("..", "cmb-unseen-programs", "steady-moe")):
             with open(os.path.join(self.RUN, part, "e2e.md")) as f:
                 self.assertEqual(self.table(part), f.read(), part)
 
