@@ -51,6 +51,13 @@ GPT_SHAPES = [(16, 256), (8, 1024), (32, 128), (4, 2048), (12, 512), (24, 384)]
 IMAGE_SIZES = [160, 224, 128, 288, 192, 256]
 
 
+def descend(opt, loss):
+    """One optimizer step on loss: the tail of every training program's step."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
 def gpt_program(torch):
     nn = torch.nn
 
@@ -83,9 +90,7 @@ def gpt_program(torch):
             x = emb(ids[:, :-1]) + pos(torch.arange(t, device="cuda"))
             logits = head(blocks(x))
             loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        descend(opt, loss)
         return f"b{b}xt{t}"
     return step
 
@@ -122,9 +127,7 @@ def convnet_program(torch):
         x = torch.randn(32, 3, s, s, device="cuda")
         y = torch.randint(0, 1000, (32,), device="cuda")
         loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        descend(opt, loss)
         return f"img{s}"
     step.model_name = name
     return step
@@ -204,9 +207,7 @@ def moe_program(torch):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = head(layers(emb(ids)))
             loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        descend(opt, loss)
         return f"b{b}xt{t}"
     return step
 
@@ -253,9 +254,7 @@ def unet_program(torch):
         x = torch.randn(16, 3, s, s, device="cuda")
         noise = torch.randn_like(x)
         loss = F.mse_loss(model(x + noise), noise)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        descend(opt, loss)
         return f"img{s}"
     return step
 

@@ -10,7 +10,8 @@
 #   PROGS="moe unet" bash COMMAND.sh record       -> record/call2 (20 steps each)
 #   bash COMMAND.sh steady "gpt unet" gu          -> steady-gu   (fresh machine)
 #   bash COMMAND.sh steady moe moe                -> steady-moe  (same machine, warm)
-# Files came back as one tar per call (the device returns few files per call); steady-*/run/ is
+# The scripts as at ecad1e5 (scripts/e2e-steady.py's steps have called descend() since, the same
+# three calls). Files came back as one tar per call (the device returns few files per call); steady-*/run/ is
 # steady-*/ here.
 set -u
 [ -d .gpu-build/steady ] || tar xJf .gpu-build/steady.tar.xz -C .gpu-build
