@@ -28,7 +28,10 @@ before is a "repeat" step, the first of a shape a "new-shape" step):
                over 4 shapes, repeats;
   unet         a U-Net (4 levels, 64-512 channels, GroupNorm, skip
                connections) denoising random images with AdamW, batch 16,
-               at 5 image sizes, cycled.
+               at 5 image sizes, cycled;
+  bert         a BERT-style masked-language-model encoder (6 layers, d_model
+               768, 12 heads, vocab 30522) under fp16 autocast with a gradient
+               scaler and AdamW, (batch, length) cycled over 5 shapes.
 Each step is timed between torch.cuda.synchronize() calls. RUN.json holds
 the step times with each step's shape and whether it repeats one, the peak
 reserved and requested bytes (the library's counters, or
@@ -259,8 +262,39 @@ def unet_program(torch):
     return step
 
 
+BERT_SHAPES = [(8, 512), (32, 128), (16, 384), (64, 64), (24, 256)]
+
+
+def bert_program(torch):
+    nn, F = torch.nn, torch.nn.functional
+    torch.manual_seed(0)
+    d, vocab = 768, 30522
+    emb, pos = nn.Embedding(vocab, d).cuda(), nn.Embedding(512, d).cuda()
+    layer = nn.TransformerEncoderLayer(d, 12, 4 * d, activation="gelu", batch_first=True, norm_first=True)
+    encoder = nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).cuda()
+    head = nn.Linear(d, vocab).cuda()
+    params = list(emb.parameters()) + list(pos.parameters()) + list(encoder.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    scaler = torch.amp.GradScaler("cuda")
+
+    def step(i):
+        b, t = BERT_SHAPES[i % len(BERT_SHAPES)]
+        ids = torch.randint(0, vocab, (b, t), device="cuda")
+        masked = torch.rand(b, t, device="cuda") < 0.15
+        with torch.autocast("cuda", dtype=torch.float16):
+            x = emb(ids.masked_fill(masked, 103)) + pos(torch.arange(t, device="cuda"))
+            logits = head(encoder(x))
+            loss = F.cross_entropy(logits.float()[masked], ids[masked])
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return f"b{b}xt{t}"
+    return step
+
+
 PROGRAMS = {"transformer": transformer_program, "gpt": gpt_program, "convnet": convnet_program,
-            "llm_decode": llm_decode_program, "moe": moe_program, "unet": unet_program}
+            "llm_decode": llm_decode_program, "moe": moe_program, "unet": unet_program, "bert": bert_program}
 
 
 def upstream_calls(cmb):

@@ -8,6 +8,8 @@
 #   PROGS="gpt convnet" bash COMMAND.sh record    -> record/call1 (gpt 24 steps, convnet 18; run
 #                                                    twice on one machine: the first run's files did not come back)
 #   PROGS="moe unet" bash COMMAND.sh record       -> record/call2 (20 steps each)
+#   PROGS=bert bash COMMAND.sh record              -> held-out/ (20 steps; this call ran the
+#                                                    torch-expandable@vmm run only)
 #   bash COMMAND.sh steady "gpt unet" gu          -> steady-gu   (fresh machine)
 #   bash COMMAND.sh steady moe moe                -> steady-moe  (same machine, warm)
 # The scripts as at ecad1e5 (scripts/e2e-steady.py's steps have called descend() since, the same
