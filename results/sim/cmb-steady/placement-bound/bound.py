@@ -69,5 +69,6 @@ def run(path, passes=3):
         live.clear()
         out.append((p, peak_need*PAGE/peak_req, len(union)*PAGE/peak_req))
     return out
-for t in sys.argv[1:]:
-    print(t.split('/')[-1], ["pass %d need %.4f union %.4f"%o for o in run(t)])
+if __name__ == '__main__':
+    for t in sys.argv[1:]:
+        print(t.split('/')[-1], ["pass %d need %.4f union %.4f"%o for o in run(t)])
