@@ -30,3 +30,5 @@ echo "|---|---|---|---|---|---|---|---|---|---|" >> $OUT/plan-alias.md
 for sl in 0 0.02; do
     /usr/bin/python3 $D/alias_model.py --layout plan --slack $sl --passes 20 $S/torch_mlp_sweep_default.trace $T/torch_unet.trace $T/torch_moe.trace >> $OUT/plan-alias.md
 done
+# 5. how much of each recording repeats an earlier stretch request for request -> repeats.txt
+python3 $D/repeats.py $TR > $OUT/repeats.txt
