@@ -161,7 +161,11 @@ def main():
     if a.handle_pages < 1 or a.passes < 2 or a.slack < 0:
         ap.error('--handle-pages >= 1, --passes >= 2, --slack >= 0')
     for t in a.traces:
-        r = run(t, a.passes, a.handle_pages, a.pick, a.slack, a.layout)
+        try:
+            r = run(t, a.passes, a.handle_pages, a.pick, a.slack, a.layout)
+        except (OSError, ValueError, IndexError) as e:
+            print('alias_model.py: %s: cannot read the trace: %s' % (t, e), file=sys.stderr)
+            sys.exit(2)
         print('| %s | %s | %d | %s | %g | %.4f | %.4f | %.1f | %d | %d |' % (
             t.split('/')[-1], a.layout, a.handle_pages, a.pick, a.slack, r[0][0], r[-1][0],
             sum(o[1] for o in r[1:]) / (len(r) - 1), r[0][2], sum(o[2] for o in r)), flush=True)

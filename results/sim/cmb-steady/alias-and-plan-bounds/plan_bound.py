@@ -44,7 +44,12 @@ def best_layout(path):
     return min((plan(bl,o) for o in ORDERS), key=lambda r: r[0])[1]
 if __name__=='__main__':
   for t in sys.argv[1:]:
-      bl,peak=blocks(t); res={}
+      try:
+          bl,peak=blocks(t)
+      except (OSError, ValueError, IndexError) as e:
+          print('plan_bound.py: %s: cannot read the trace: %s' % (t, e), file=sys.stderr)
+          sys.exit(2)
+      res={}
       for o in ORDERS:
           top=plan(bl,o)[0]; res[o]=-(-top//PAGE)*PAGE/peak
       best=min(res,key=res.get)

@@ -53,7 +53,11 @@ def repeats(seq):
 if __name__ == '__main__':
     for path in sys.argv[1:]:
         for frees in (True, False):
-            n, covered, runs = repeats(events(path, frees))
+            try:
+                n, covered, runs = repeats(events(path, frees))
+            except (OSError, ValueError, IndexError) as e:
+                print('repeats.py: %s: cannot read the trace: %s' % (path, e), file=sys.stderr)
+                sys.exit(2)
             print('%-30s %-19s events %7d  in repeated stretches %.3f  stretches of >= 500 events %3d  longest %6d' % (
                 path.split('/')[-1], 'allocs and frees' if frees else 'allocations only', n, covered / n,
                 sum(1 for r in runs if r >= 500), max(runs, default=0)))
