@@ -48,7 +48,8 @@ python3 scripts/cmb_steady_table.py $OUT/results.csv | sed "s#$T/##" > $OUT/repl
 gzip -c $OUT/results.csv > $OUT/results.csv.gz
 # 2. the planner alone: how much of each trace it serves, and each layout's span -> coverage.txt
 W=$T/wt-no-desync
-gcc -O2 -I$W -o $T/coverage $D/coverage.c $W/allocators/cmb_plan.c $W/common/cmb_hashmap.c
+gcc -O2 -I$W -o $T/coverage $D/coverage.c $W/allocators/cmb_plan.c $W/common/cmb_hashmap.c $W/common/cmb_units.c \
+    $W/traces/trace_load.c $W/traces/trace_reader.c -lm
 for f in ${TR//,/ }; do
     $T/coverage $f 1 | sed "s#$T/##; s#$S/#traces/samples/#"
     $T/coverage $f 2 | grep -v '^  layout' | sed "s#$T/##; s#$S/#traces/samples/#"
