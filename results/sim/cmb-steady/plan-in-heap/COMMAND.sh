@@ -27,10 +27,11 @@ wait
 TR="$S/torch_transformer_sweep.trace $T/torch_gpt.trace $T/torch_unet.trace" one plan-slack0.02 --slack 0.02 &
 TR="$S/torch_transformer_sweep.trace $S/torch_mlp_sweep_default.trace $S/torch_convnet.trace" one plan-30 --slack 0.01 --passes 30
 wait
+TR="$S/torch_convnet.trace $S/torch_mlp_sweep_default.trace $S/torch_transformer_sweep.trace $T/torch_unet.trace" one plan-span --slack 0.01 --budget span
 $M --per-pass --slack 0.01 $S/torch_llm_decode.trace $S/torch_mlp_sweep_default.trace $T/torch_gpt.trace $T/torch_unet.trace > $OUT/per-pass.txt
 {
     echo "| trace | placement | slack | passes | mapped / peak requested, 1 pass | all passes | page maps / unmaps, 1 pass | maps in the 1st pass's 2nd half | maps / unmaps a pass after the 1st | in the last pass | served from a plan, 1st pass / last |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
-    cat $OUT/bestfit.rows $OUT/plan.rows $OUT/plan-slack0.02.rows $OUT/plan-30.rows
+    cat $OUT/bestfit.rows $OUT/plan.rows $OUT/plan-slack0.02.rows $OUT/plan-30.rows $OUT/plan-span.rows
 } > $OUT/model.md
 echo "$OUT/model.md $OUT/per-pass.txt"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""plan_heap_model.py [--plan|--no-plan] [--pick oldest|recent] [--horizon H] [--slack S|never] [--passes N] TRACE...
+"""plan_heap_model.py [--plan|--no-plan] [--pick oldest|recent] [--horizon H] [--slack S|never]
+                   [--budget peak|span] [--passes N] [--per-pass] TRACE...
 (needs numpy)
 
 What a step planner that places in the heap's own address space would hold, and how many pages
@@ -30,7 +31,9 @@ once; blind to what is mapped). The planner, online:
 Pages: a page is needed while a live block touches it; a needed page not mapped is mapped
 (one map). With --slack S, mapped pages are kept to at most (1 + S) x the peak of needed pages
 so far: before a map would pass that, cached pages (mapped, not needed) are unmapped, those
-cached longest first (one unmap each). With --slack never, nothing is unmapped.
+cached longest first (one unmap each). With --budget span, the limit is also at least the
+number of pages in use at any time during the last plan that was served to its end (those in
+use as it started included). With --slack never, nothing is unmapped.
 
 Prints a table row per trace: peak mapped pages over the peak requested bytes after 1 pass and
 after N; page maps and unmaps in the first pass, and the maps in its second half (by
@@ -135,7 +138,7 @@ def _layout(blocks, arrs, order):
 
 
 class Model:
-    def __init__(s, plan, horizon, slack, pick):
+    def __init__(s, plan, horizon, slack, pick, span=False):
         s.plan, s.H, s.slack, s.pick = plan, horizon, slack, pick
         s.heaps = [AddrHeap(), AddrHeap()]
         s.ref = {}
@@ -152,9 +155,14 @@ class Model:
         s.cache = {}
         s.cur = None                 # the plan served: dict
         s.served = s.allocs = 0
+        s.span = span                # keep what the last plan's period touched (--budget span)
+        s.span_cap = 0
+        s.period_pages = set()
 
     # --- pages -----------------------------------------------------------------------------
     def touch(s, a, z):
+        if s.span and s.cur is not None:
+            s.period_pages.update(range(a // PAGE, (a + z - 1) // PAGE + 1))
         for pg in range(a // PAGE, (a + z - 1) // PAGE + 1):
             c = s.ref.get(pg, 0)
             s.ref[pg] = c + 1
@@ -166,7 +174,7 @@ class Model:
                 continue
             s.peak_need = max(s.peak_need, s.need)
             if s.slack != 'never':
-                cap = int(s.peak_need * (1 + s.slack))
+                cap = max(int(s.peak_need * (1 + s.slack)), s.span_cap)
                 while len(s.mapped) + 1 > cap and s.cached:
                     old, _ = s.cached.popitem(last=False)
                     s.mapped.discard(old); s.unmaps += 1
@@ -218,6 +226,18 @@ class Model:
             s.cache[key] = offs
         return dict(sizes=[b[2] for b in blocks], offs=offs, pos=0)
 
+    def start_plan(s, plan):
+        s.cur = plan
+        if s.span and plan is not None:
+            # the pages in use as the plan starts are touched in its period too
+            s.period_pages = set(s.ref)
+
+    def end_plan(s, done):
+        if s.span and done:
+            s.span_cap = len(s.period_pages)
+        s.cur = None
+        s.period_pages = set()
+
     def find_stretch(s, i):
         key = tuple(s.win)
         occ = s.seen.get(key)
@@ -241,9 +261,9 @@ class Model:
                     a = off; s.served += 1
                 c['pos'] += 1
                 if c['pos'] == len(c['sizes']):
-                    s.cur = None
+                    s.end_plan(done=True)
             else:
-                s.cur = None
+                s.end_plan(done=False)
         if a is None:
             a = s.heaps[h].alloc(z)
         a += BASE[h]
@@ -258,7 +278,7 @@ class Model:
             if s.plan and s.cur is None:
                 j = s.find_stretch(i)
                 if j is not None:
-                    s.cur = s.make_plan(i, j)
+                    s.start_plan(s.make_plan(i, j))
             s.seen.setdefault(key, []).append(i)
             if len(s.seen[key]) > 4:
                 del s.seen[key][0]
@@ -271,14 +291,14 @@ class Model:
         s.untouch(a, z)
 
 
-def run(path, passes, plan, horizon, slack, pick):
+def run(path, passes, plan, horizon, slack, pick, span=False):
     ev = []
     for l in open(path):
         if l[0] not in 'af':
             continue
         e = l.split()
         ev.append((e[0], e[1], int(e[2]) if e[0] == 'a' else 0))
-    m = Model(plan, horizon, slack, pick)
+    m = Model(plan, horizon, slack, pick, span)
     nalloc = sum(1 for e in ev if e[0] == 'a')
     half = 0
     req = peak_req = 0
@@ -319,6 +339,8 @@ def main():
     ap.add_argument('--horizon', type=int, default=32768)
     ap.add_argument('--slack', default='0.01')
     ap.add_argument('--pick', choices=('recent', 'oldest'), default='oldest')
+    ap.add_argument('--budget', choices=('peak', 'span'), default='peak',
+                    help='span: also keep as many pages as the last plan served touched over its period')
     ap.add_argument('--passes', type=int, default=10)
     ap.add_argument('--per-pass', action='store_true',
                     help='print each pass: mapped / peak requested, page maps, unmaps, served share')
@@ -338,18 +360,18 @@ def main():
             sys.exit(2)
     for t in o.traces:
         try:
-            rows, second_half = run(t, o.passes, o.plan, o.horizon, slack, o.pick)
+            rows, second_half = run(t, o.passes, o.plan, o.horizon, slack, o.pick, o.budget == 'span')
         except (OSError, ValueError, IndexError, KeyError) as e:
             print('plan_heap_model.py: %s: cannot read the trace: %s' % (t, e), file=sys.stderr)
             sys.exit(2)
         if o.per_pass:
-            print('%s (%s, slack %s): ' % (os.path.basename(t), 'plan %s H=%d' % (o.pick, o.horizon) if o.plan
+            print('%s (%s, slack %s): ' % (os.path.basename(t), 'plan %s H=%d%s' % (o.pick, o.horizon, ', span' if o.budget == 'span' else '') if o.plan
                                            else 'best fit', o.slack) +
                   '; '.join('pass %d %.4f %d/%d %.3f' % ((k + 1,) + r) for k, r in enumerate(rows)), flush=True)
             continue
         after = rows[1:]
         print('| %s | %s | %s | %d | %.4f | %.4f | %d / %d | %d | %.1f / %.1f | %d / %d | %.3f / %.3f |' % (
-            os.path.basename(t), 'plan %s H=%d' % (o.pick, o.horizon) if o.plan else 'best fit', o.slack, o.passes,
+            os.path.basename(t), 'plan %s H=%d%s' % (o.pick, o.horizon, ', span' if o.budget == 'span' else '') if o.plan else 'best fit', o.slack, o.passes,
             rows[0][0], rows[-1][0], rows[0][1], rows[0][2], second_half,
             sum(r[1] for r in after) / len(after), sum(r[2] for r in after) / len(after),
             rows[-1][1], rows[-1][2], rows[0][3], rows[-1][3]), flush=True)
