@@ -21,7 +21,7 @@ one() {  # name, options...: one table row per trace, in TR's order
 }
 one bestfit --no-plan --slack 0.01 &
 # torch_moe is not run under the planner: the model's greedy layout is quadratic in the period, and
-# on torch_moe, whose sizes follow its routing, two passes took more than 9 minutes.
+# on torch_moe, whose sizes follow its routing, it did not finish two passes in the time tried here.
 TR="${TR/$T\/torch_moe.trace/}" one plan --slack 0.01 &
 wait
 TR="$S/torch_transformer_sweep.trace $T/torch_gpt.trace $T/torch_unet.trace" one plan-slack0.02 --slack 0.02 &

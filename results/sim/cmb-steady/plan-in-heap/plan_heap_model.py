@@ -196,7 +196,7 @@ class Model:
     def make_plan(s, i, j):
         """Allocation i was the last; the stretch after allocation j (j < i) is predicted to repeat."""
         period = n = i - j
-        t0 = s.rec[j + 1][1] if j + 1 < len(s.rec) else s.t
+        t0 = s.rec[j + 1][1]             # j < i: the stretch's first block is recorded
         blocks = []
         for k in range(j + 1, j + 1 + n):
             z, ta, tf = s.rec[k]
