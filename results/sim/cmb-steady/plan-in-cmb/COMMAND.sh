@@ -64,3 +64,9 @@ cp $OUT/replay.md $OUT/results.csv.gz $OUT/plan-counters.txt $D/
 cmake -S $W -B $W/dbg -DCMAKE_BUILD_TYPE=Debug -DCMB_DEBUG=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
 cmake --build $W/dbg -j2 --target test_policy_cmb > /dev/null
 (cd $W && ./dbg/tests/test_policy_cmb > $D/test-debug.txt 2>&1; echo "rc $?" >> $D/test-debug.txt)
+# plan=repeat under wider budgets (keep 0.02, 0.03; slack 0.02), beside cmb with keep 0.02 -> repeat-budget.md
+rm -rf $OUT/g
+$W/build/cumembench --mode sim --scenario replay --param trace=$S/torch_transformer_sweep.trace,$S/torch_mlp_sweep_default.trace,$S/torch_convnet.trace \
+    --param passes=1,100 --param find_min_capacity=false --timeline off --repetitions 1 --out $OUT/g \
+    --allocator cmb:plan=repeat:keep=0.02,cmb:plan=repeat:keep=0.03,cmb:plan=repeat:slack=0.02,cmb:keep=0.02 > $OUT/g.log 2>&1
+python3 scripts/cmb_steady_table.py $OUT/g/results.csv | sed "s#$S/##g" | sed -n '1,/^$/p' > $D/repeat-budget.md
