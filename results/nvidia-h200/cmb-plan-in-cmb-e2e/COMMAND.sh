@@ -11,7 +11,8 @@
 #   .gpu-build/plan.tar.xz
 # Call 1 ran the patch as it was before its `repeat` variant was added: the option was a bool and
 # the mode passed `cmb:plan=true@vmm`, the same layout planner that `plan=layout` names now (the
-# repeat variant only adds a branch taken when plan=repeat). Call 1 set CMB_PLAN_DEBUG=1; the
+# repeat variant only adds a branch taken when plan=repeat). Both calls ran the patch before its
+# hint variant was added, which leaves plan=layout as it was. Call 1 set CMB_PLAN_DEBUG=1; the
 # counters it printed in e2e/*-cmb-plan-*.log are an unused instance's (all zero), not the
 # program's.
 set -u

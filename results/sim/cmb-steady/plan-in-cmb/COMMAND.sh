@@ -70,3 +70,10 @@ $W/build/cumembench --mode sim --scenario replay --param trace=$S/torch_transfor
     --param passes=1,100 --param find_min_capacity=false --timeline off --repetitions 1 --out $OUT/g \
     --allocator cmb:plan=repeat:keep=0.02,cmb:plan=repeat:keep=0.03,cmb:plan=repeat:slack=0.02,cmb:keep=0.02 > $OUT/g.log 2>&1
 python3 scripts/cmb_steady_table.py $OUT/g/results.csv | sed "s#$S/##g" | sed -n '1,/^$/p' > $D/repeat-budget.md
+# plan=hint (a layout that keeps the places the stretch's blocks had where they are free) -> hint.md, hint-counters.txt
+rm -rf $OUT/h
+CMB_PLAN_DEBUG=1 $W/build/cumembench --mode sim --scenario replay \
+    --param trace=$S/torch_transformer_sweep.trace,$S/torch_mlp_sweep_default.trace,$S/torch_convnet.trace,$T/torch_gpt.trace,$T/torch_unet.trace \
+    --param passes=1,100 --param find_min_capacity=false --allocator cmb:plan=hint --timeline off --repetitions 1 --out $OUT/h > $OUT/h.log 2>&1
+python3 scripts/cmb_steady_table.py $OUT/h/results.csv | sed "s#$S/##g; s#$T/##g" | sed -n '1,/^$/p' > $D/hint.md
+grep -E '^=== replay/cmb:plan|^plan:' $OUT/h/run.log | sed "s#$T/##g; s#$S/##g; s#/capacity:0B/sync:true/find_min_capacity:false##; s#/op_latency:true##" > $D/hint-counters.txt
