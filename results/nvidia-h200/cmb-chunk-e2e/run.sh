@@ -3,14 +3,15 @@
 # cmb:chunk=10@vmm (20 MiB, expandable segments' handle) and cmb:chunk=0@vmm (one handle per growth)
 # through one build's libcmb_pluggable.so; RUNS rounds, the modes' order reversed every other round;
 # a run that would start after BUDGET seconds is skipped (listed in e2e/skipped.txt).
-# usage (repository root, on a GPU): bash run.sh BUILD OUT RUNS BUDGET "PROGRAMS"
+# usage (repository root, on a GPU): bash run.sh BUILD OUT RUNS BUDGET "PROGRAMS" [FIRST]
+# (FIRST, default 1: the first round's number, so that a later call adds rounds to OUT)
 set -u
-B=$1; O=$2; RUNS=$3; BUDGET=$4; PROGS=$5
+B=$1; O=$2; RUNS=$3; BUDGET=$4; PROGS=$5; FIRST=${6:-1}
 mkdir -p "$O/e2e"; start=$(date +%s)
-nvidia-smi > "$O/nvidia-smi.txt" 2>&1
-python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" > "$O/torch.txt" 2>&1
+nvidia-smi > "$O/nvidia-smi-$FIRST.txt" 2>&1
+python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" > "$O/torch-$FIRST.txt" 2>&1
 modes="native-expandable cmb cmb_chunk_10 cmb_chunk_0"
-for r in $(seq 1 "$RUNS"); do
+for r in $(seq "$FIRST" $((FIRST + RUNS - 1))); do
     order=$modes; [ $((r % 2)) -eq 0 ] && order=$(echo $modes | tr ' ' '\n' | tac | tr '\n' ' ')
     for p in $PROGS; do
         case $p in convnet) steps=18 ;; *) steps=24 ;; esac
