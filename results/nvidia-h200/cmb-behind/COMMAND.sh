@@ -40,6 +40,6 @@ for p in transformer gpt; do for m in cmb cmb:behind=true; do n=$(echo $m | tr '
         --policy $m@vmm --lib $B/pluggable/libcmb_pluggable.so --out $O/$p-$n.json > $O/$p-$n.log 2>&1
 done; done
 # new-shape-sums.txt (here): each run's new-shape steps summed, from the JSON files of calls 3 and 4:
-#   python3 -c "import json,glob; [print(f, 'new-shape steps 1-7, sum ms: %.2f' % sum(x['ms'] for x in
+#   python3 -c "import json,glob; [print(f, 'new-shape steps after step 0, sum ms: %.2f' % sum(x['ms'] for x in
 #     json.load(open(f))['steps'][1:] if not x['repeat'])) for f in sorted(glob.glob('call3-unmap-behind/*.json'))
 #     + sorted(glob.glob('call4-profile/*.json'))]"
