@@ -358,6 +358,10 @@ def spread(xs):
     return "—" if not xs else f"{med(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
 
 
+def spread3(xs):
+    return "—" if not xs else f"{med(xs):.3f} [{min(xs):.3f}-{max(xs):.3f}]"
+
+
 def table(args):
     """Per program and mode, over runs: the median step time of each run
     after its first cycle of shapes (warm-up: the steps before the first
@@ -406,7 +410,8 @@ def steps_table(runs):
     """Step by step, per program: native expandable's median over runs of
     each step's time, and each other mode's median as a ratio to it (the
     goal asks every step within 3%), then the sum of the new-shape steps
-    (step 0 excluded) per run, median [min-max]."""
+    (step 0 excluded) per run, median [min-max], and the same two ratios of
+    native expandable's runs half against half: what the runs can resolve."""
     lines = []
     for prog in sorted({p for p, _ in runs}):
         modes = sorted(m for p, m in runs if p == prog)
@@ -438,7 +443,40 @@ def steps_table(runs):
         for m in modes:
             w = f"{worst[m]:.3f}" if m in worst else "—"
             lines.append(f"| {m} | {spread(sums[m])} | {med(sums[m]) / b:.3f} | {w} |")
+        floor = half_against_half(ok["native-expandable"], n)
+        if floor:
+            lines.append(f"| native expandable, half its runs against the other half ({floor['splits']} split{'s' * (floor['splits'] > 1)}) | — "
+                         f"| {spread3(floor['sum'])} | {spread3(floor['worst'])} |")
+            lines += ["", "The last row is the floor of what these runs can tell apart: native expandable's runs "
+                      "split in two halves every way, the ratio of one half's median to the other's (the larger "
+                      "over the smaller), median [min-max] over the splits. A mode's ratio within that range "
+                      "is not told apart from native expandable by these runs."]
     return lines
+
+
+def half_against_half(rs, n):
+    """Native expandable against itself: for every split of its runs into
+    halves (floor(k/2) runs against the rest), the new-shape sums' ratio of
+    medians and the worst step-by-step ratio of medians, each folded to at
+    least 1 (the larger half over the smaller). None under two runs."""
+    import itertools
+    k = len(rs)
+    if k < 2:
+        return None
+    out = {"sum": [], "worst": [], "splits": 0}
+    for half in itertools.combinations(range(k), k // 2):
+        if k % 2 == 0 and 0 not in half:
+            continue  # an even split and its complement are one split
+        a = [rs[j] for j in half]
+        b = [rs[j] for j in range(k) if j not in half]
+        fold = lambda x, y: max(x / y, y / x)  # noqa: E731
+        at = lambda g, i: med([r["steps"][i]["ms"] for r in g])  # noqa: E731
+        out["worst"].append(max(fold(at(a, i), at(b, i)) for i in range(1, n)))
+        sums = lambda g: med([sum(s["ms"] for s in r["steps"][1:n] if not s["repeat"]) for r in g])  # noqa: E731
+        if sums(a) and sums(b):
+            out["sum"].append(fold(sums(a), sums(b)))
+        out["splits"] += 1
+    return out
 
 
 def main():

@@ -248,7 +248,8 @@ class E2eTable(unittest.TestCase):
                      os.path.join("..", "..", "nvidia-h100", "cmb-cost-model"),
                      os.path.join("..", "..", "nvidia-h100", "cmb-profile"),
                      os.path.join("..", "cmb-unseen-programs", "steady-gu"),
-                     os.path.join("..", "cmb-unseen-programs", "steady-moe")):
+                     os.path.join("..", "cmb-unseen-programs", "steady-moe"),
+                     os.path.join("..", "cmb-chunk-e2e")):
             with open(os.path.join(self.RUN, part, "e2e.md")) as f:
                 self.assertEqual(self.table(part), f.read(), part)
 
@@ -269,6 +270,32 @@ class E2eTable(unittest.TestCase):
         sums = [sum(s["ms"] for s in r[1:] if not s["repeat"]) for r in new]
         rows = [ln for ln in out.splitlines() if ln.startswith("| cmb-new | ")]
         self.assertIn(f"{statistics.median(sums):.2f} [{min(sums):.2f}-{max(sums):.2f}]", rows[-1])
+
+    def test_half_against_half(self):
+        import json
+        nat = []
+        for r in (1, 2, 3):
+            with open(os.path.join(self.RUN, "ab", "e2e", f"transformer-native-expandable-{r}.json")) as f:
+                nat.append(json.load(f)["steps"])
+        n = min(len(r) for r in nat)
+        worst, sums = [], []
+        for one in range(3):  # three runs: each against the other two
+            rest = [nat[j] for j in range(3) if j != one]
+            w = 0.0
+            for i in range(1, n):
+                q = nat[one][i]["ms"] / statistics.median(r[i]["ms"] for r in rest)
+                w = max(w, q, 1 / q)
+            worst.append(w)
+            s = lambda r: sum(x["ms"] for x in r[1:n] if not x["repeat"])  # noqa: E731
+            q = s(nat[one]) / statistics.median(s(r) for r in rest)
+            sums.append(max(q, 1 / q))
+        out = self.table("ab").split("transformer, step by step")[1]
+        row = next(ln for ln in out.splitlines() if ln.startswith("| native expandable, half its runs"))
+        cells = [c.strip() for c in row.split("|")]
+        self.assertIn("(3 splits)", cells[1])
+        self.assertEqual(cells[3], f"{statistics.median(sums):.3f} [{min(sums):.3f}-{max(sums):.3f}]")
+        self.assertEqual(cells[4], f"{statistics.median(worst):.3f} [{min(worst):.3f}-{max(worst):.3f}]")
+        self.assertGreater(min(worst), 1.0)  # halves of real runs never agree to the microsecond
 
 
 if __name__ == "__main__":
