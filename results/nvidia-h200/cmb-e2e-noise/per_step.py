@@ -2,7 +2,8 @@
 """per_step.py WORK PROGRAM - step by step over a work directory of
 scripts/e2e-steady.py runs: native expandable's median ms over its runs,
 the standard deviation across runs (ms) and its ratio to the mean, and
-cmb's median minus native's (ms); then the native runs' worst-step ratio
+cmb's median minus native's (ms) and the library's upstream map calls
+(handles) in the step, median over cmb's runs; then the native runs' worst-step ratio
 half against half for halves of 1 to k/2 runs (as e2e-steady.py table
 gives it for k/2): how many runs a step-by-step comparison needs."""
 import glob
@@ -21,12 +22,13 @@ def main(work, prog):
     nat, cmb = load(work, prog, "native-expandable"), load(work, prog, "cmb")
     n = min(len(r) for r in nat + cmb)
     print(f"{prog}: {len(nat)} native expandable runs, {len(cmb)} cmb runs ({work})")
-    print("step shape        native median ms   sd ms   sd/mean   cmb - native ms (medians)")
+    print("step shape        native median ms   sd ms   sd/mean   cmb - native ms (medians)   cmb handles mapped")
     for i in range(1, n):
         v, c = [r[i]["ms"] for r in nat], [r[i]["ms"] for r in cmb]
         s = nat[0][i]
         print(f"{i:4d} {s['shape'] + ('*' if not s['repeat'] else ''):12s} {st.median(v):14.2f} {st.stdev(v):7.2f}"
-              f" {st.stdev(v) / st.mean(v):9.3f} {st.median(c) - st.median(v):+14.2f}")
+              f" {st.stdev(v) / st.mean(v):9.3f} {st.median(c) - st.median(v):+14.2f}"
+              f" {st.median(r[i].get('up_allocs', 0) for r in cmb):20.0f}")
     print("native expandable, worst step ratio of two disjoint halves of h runs each, median [min-max] over splits:")
     k = len(nat)
     for h in range(1, k // 2 + 1):
