@@ -266,7 +266,7 @@ class E2eTable(unittest.TestCase):
         want = statistics.median(r[1]["ms"] for r in new) / statistics.median(r[1]["ms"] for r in nat)
         out = self.table("ab")
         row = next(ln for ln in out.splitlines() if ln.startswith("| 1 | seq200* |"))
-        self.assertEqual(row.split("|")[4].strip(), f"{want:.3f}")  # the columns: cmb-new, cmb-old
+        self.assertEqual(row.split("|")[4].split()[0], f"{want:.3f}")  # the columns: cmb-new, cmb-old
         sums = [sum(s["ms"] for s in r[1:] if not s["repeat"]) for r in new]
         rows = [ln for ln in out.splitlines() if ln.startswith("| cmb-new | ")]
         self.assertIn(f"{statistics.median(sums):.2f} [{min(sums):.2f}-{max(sums):.2f}]", rows[-1])
@@ -296,6 +296,41 @@ class E2eTable(unittest.TestCase):
         self.assertEqual(cells[3], f"{statistics.median(sums):.3f} [{min(sums):.3f}-{max(sums):.3f}]")
         self.assertEqual(cells[4], f"{statistics.median(worst):.3f} [{min(worst):.3f}-{max(worst):.3f}]")
         self.assertGreater(min(worst), 1.0)  # halves of real runs never agree to the microsecond
+
+    def test_steps_over_the_goal(self):
+        """A step over 1.03x is (over) only where native's own halves lie closer at that step."""
+        import glob
+        import itertools
+        import json
+        import tempfile
+        work = os.path.join(SRC, "results", "nvidia-h200", "cmb-e2e-noise", "call2", "e2e-transformer")
+        load = lambda m: [json.load(open(f))["steps"] for f in sorted(glob.glob(os.path.join(work, f"transformer-{m}-*.json")))]  # noqa: E501,E731
+        nat, cmb = load("native-expandable"), load("cmb")
+        n = min(len(r) for r in nat + cmb)
+        med = lambda g, i: statistics.median(r[i]["ms"] for r in g)  # noqa: E731
+        want, over = {}, 0
+        for i in range(1, n):
+            spread = 0.0
+            for a in itertools.combinations(range(len(nat)), len(nat) // 2):
+                if 0 not in a:
+                    continue
+                x, y = med([nat[j] for j in a], i), med([nat[j] for j in range(len(nat)) if j not in a], i)
+                spread = max(spread, x / y, y / x)
+            q = med(cmb, i) / med(nat, i)
+            want[i] = "" if q <= 1.03 else (" (over)" if q > spread else " (spread)")
+            over += want[i] == " (over)"
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "e2e.md")
+            subprocess.run([sys.executable, os.path.join(SRC, "scripts", "e2e-steady.py"), "table", "--work", work,
+                            "--out", out], check=True, capture_output=True, timeout=120)
+            text = open(out).read()
+        for i, mark in want.items():
+            row = next(ln for ln in text.splitlines() if ln.startswith(f"| {i} | "))
+            cell = row.split("|")[4].split()
+            self.assertEqual(" ".join(cell[1:]), mark.strip(), (i, cell))
+        self.assertGreater(over, 0)  # the committed run has steps cmb is slower on beyond native's spread
+        row = next(ln for ln in text.splitlines() if ln.startswith("| cmb | "))
+        self.assertIn(f"| {over}, ", row)
 
 
 if __name__ == "__main__":
