@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""per_step.py WORK PROGRAM - step by step over a work directory of
+"""per_step.py WORK PROGRAM [MODE] - step by step over a work directory of
 scripts/e2e-steady.py runs: native expandable's median ms over its runs,
 the standard deviation across runs (ms) and its ratio to the mean, and
-cmb's median minus native's (ms) and the library's upstream map calls
+MODE's (default cmb) median minus native's (ms) and the library's upstream map calls
 (handles) in the step, median over cmb's runs; then the native runs' worst-step ratio
 half against half for halves of 1 to k/2 runs (as e2e-steady.py table
 gives it for k/2): how many runs a step-by-step comparison needs."""
@@ -18,11 +18,11 @@ def load(work, prog, mode):
     return [json.load(open(f))["steps"] for f in sorted(glob.glob(os.path.join(work, f"{prog}-{mode}-*.json")))]
 
 
-def main(work, prog):
-    nat, cmb = load(work, prog, "native-expandable"), load(work, prog, "cmb")
+def main(work, prog, mode="cmb"):
+    nat, cmb = load(work, prog, "native-expandable"), load(work, prog, mode)
     n = min(len(r) for r in nat + cmb)
-    print(f"{prog}: {len(nat)} native expandable runs, {len(cmb)} cmb runs ({work})")
-    print("step shape        native median ms   sd ms   sd/mean   cmb - native ms (medians)   cmb handles mapped")
+    print(f"{prog}: {len(nat)} native expandable runs, {len(cmb)} {mode} runs ({work})")
+    print(f"step shape        native median ms   sd ms   sd/mean   {mode} - native ms (medians)   {mode} handles mapped")
     for i in range(1, n):
         v, c = [r[i]["ms"] for r in nat], [r[i]["ms"] for r in cmb]
         s = nat[0][i]
@@ -44,4 +44,4 @@ def main(work, prog):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

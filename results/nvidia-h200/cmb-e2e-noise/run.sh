@@ -22,8 +22,9 @@ for r in $(seq "$FIRST" $((FIRST + RUNS - 1))); do
             case $m in
             native-expandable) env CUDA_MODULE_LOADING=${load^^} PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
                 python3 scripts/e2e-steady.py run --program $p --steps $steps --out "$base.json" > "$base.log" 2>&1 ;;
-            cmb) env -u PYTORCH_CUDA_ALLOC_CONF CUDA_MODULE_LOADING=${load^^} python3 scripts/e2e-steady.py run \
-                --program $p --steps $steps --policy cmb@vmm --lib "$L" --out "$base.json" > "$base.log" 2>&1 ;;
+            cmb*) pol=$(echo $m | sed 's/_chunk_/:chunk=/')@vmm   # cmb, or cmb_chunk_N for cmb:chunk=N
+                env -u PYTORCH_CUDA_ALLOC_CONF CUDA_MODULE_LOADING=${load^^} python3 scripts/e2e-steady.py run \
+                --program $p --steps $steps --policy $pol --lib "$L" --out "$base.json" > "$base.log" 2>&1 ;;
             esac
             echo "$p $s run $r: exit $?, $(($(date +%s) - t0)) s, $(($(date +%s) - start)) s in" | tee -a "$O/log.txt"
         done
