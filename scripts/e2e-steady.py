@@ -40,8 +40,11 @@ and (up_allocs, up_frees) per step.
 """
 import argparse
 import glob
+import itertools
 import json
+import math
 import os
+import random
 import statistics
 import sys
 import time
@@ -362,6 +365,21 @@ def spread(xs):
 STEP_GOAL = 1.03
 
 
+def step_ms(runs, i):
+    """The median over runs of step i's time."""
+    return med([r["steps"][i]["ms"] for r in runs])
+
+
+def new_shape_sum(run, n):
+    """A run's new-shape steps summed, step 0 and steps from n on left out."""
+    return sum(s["ms"] for s in run["steps"][1:n] if not s["repeat"])
+
+
+def fold(x, y):
+    """The larger over the smaller."""
+    return max(x / y, y / x)
+
+
 def spread3(xs):
     return "—" if not xs else f"{med(xs):.3f} [{min(xs):.3f}-{max(xs):.3f}]"
 
@@ -430,7 +448,7 @@ def steps_table(runs):
                   "a ratio to it (* a new shape)", "",
                   "| step | shape | native expandable ms | " + " | ".join(others) + " |",
                   "|---|---|---|" + "---|" * len(others)]
-        at = lambda m, i: med([r["steps"][i]["ms"] for r in ok[m]])  # noqa: E731
+        at = lambda m, i: step_ms(ok[m], i)  # noqa: E731
         floor = half_against_half(ok["native-expandable"], n)
         worst = {m: 0.0 for m in others}
         over = {m: [0, 0] for m in others}  # steps over STEP_GOAL: beyond native's own spread, within it
@@ -448,7 +466,7 @@ def steps_table(runs):
                     mark = " (over)" if beyond else " (spread)"
                 cells.append(f"{q:.3f}{mark}")
             lines.append(f"| {i} | {st['shape']}{'' if st['repeat'] else '*'} | {b:.2f} | " + " | ".join(cells) + " |")
-        sums = {m: [sum(s["ms"] for s in r["steps"][1:n] if not s["repeat"]) for r in ok[m]] for m in modes}
+        sums = {m: [new_shape_sum(r, n) for r in ok[m]] for m in modes}
         b = med(sums["native-expandable"])
         lines += ["", "| mode | new-shape steps, sum ms per run | ratio | worst step ratio "
                   f"| steps over {STEP_GOAL:g}x: beyond native's spread, within it |", "|---|---|---|---|---|"]
@@ -475,12 +493,9 @@ def half_against_half(rs, n):
     medians and the worst step-by-step ratio of medians, each folded to at
     least 1 (the larger half over the smaller), and per step the largest
     such ratio over the splits ("step", by step index). None under two runs."""
-    import itertools
     k = len(rs)
     if k < 2:
         return None
-    import math
-    import random
     out = {"sum": [], "worst": [], "splits": 0, "step": [0.0] * n}
     halves = itertools.combinations(range(k), k // 2)
     if math.comb(k, k // 2) > 1000:  # past 12 runs: 500 splits drawn, the same every time
@@ -491,15 +506,13 @@ def half_against_half(rs, n):
             continue  # an even split and its complement are one split
         a = [rs[j] for j in half]
         b = [rs[j] for j in range(k) if j not in half]
-        fold = lambda x, y: max(x / y, y / x)  # noqa: E731
-        at = lambda g, i: med([r["steps"][i]["ms"] for r in g])  # noqa: E731
-        per = [fold(at(a, i), at(b, i)) for i in range(1, n)]
+        per = [fold(step_ms(a, i), step_ms(b, i)) for i in range(1, n)]
         out["worst"].append(max(per))
         for i in range(1, n):
             out["step"][i] = max(out["step"][i], per[i - 1])
-        sums = lambda g: med([sum(s["ms"] for s in r["steps"][1:n] if not s["repeat"]) for r in g])  # noqa: E731
-        if sums(a) and sums(b):
-            out["sum"].append(fold(sums(a), sums(b)))
+        sa, sb = med([new_shape_sum(r, n) for r in a]), med([new_shape_sum(r, n) for r in b])
+        if sa and sb:
+            out["sum"].append(fold(sa, sb))
         out["splits"] += 1
     return out
 
