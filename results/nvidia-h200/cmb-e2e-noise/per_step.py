@@ -15,12 +15,20 @@ import statistics as st
 import sys
 
 
+def fail(msg):
+    print(msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def load(work, prog, mode):
     return [json.load(open(f))["steps"] for f in sorted(glob.glob(os.path.join(work, f"{prog}-{mode}-*.json")))]
 
 
 def main(work, prog, mode="cmb"):
     nat, cmb = load(work, prog, "native-expandable"), load(work, prog, mode)
+    for name, runs, need in (("native-expandable", nat, 2), (mode, cmb, 1)):
+        if len(runs) < need:
+            fail(f"per_step.py: {len(runs)} runs of {prog}-{name}-*.json in {work} (need {need})")
     n = min(len(r) for r in nat + cmb)
     print(f"{prog}: {len(nat)} native expandable runs, {len(cmb)} {mode} runs ({work})")
     print(f"step shape        native median ms   sd ms   sd/mean   {mode} - native ms (medians)   {mode} handles mapped"
@@ -47,4 +55,6 @@ def main(work, prog, mode="cmb"):
 
 
 if __name__ == "__main__":
+    if not 3 <= len(sys.argv) <= 4:
+        fail("usage: per_step.py WORK PROGRAM [MODE]")
     main(*sys.argv[1:4])
