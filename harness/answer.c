@@ -651,10 +651,11 @@ static size_t rank_entries(const ans_run *run, const size_t *idx, size_t n, int 
         while (j < k && strcmp(e[j].label, c->label))
             j++;
         if (j == k)
-            e[k++] = (cmb_rank_entry){c->label, 1, 0, 0, 0};
+            e[k++] = (cmb_rank_entry){c->label, 1, 0, 0, 0, 0};
         double fa = median(c->failed_allocs), cap = median(c->min_cap), m = median(c->mem);
         double t = gpu ? (strcmp(c->impl[0] ? c->impl : "real", "real") ? NAN : median(c->time)) : median(c->pred);
         e[j].fits &= !strcmp(case_status(c), "ok") && !(fa > 0 && !c->mem_higher); /* failed_in_phase */
+        e[j].failed |= !strcmp(case_status(c), "failed") || !strcmp(case_status(c), "partial");
         e[j].min_capacity = isnan(cap) || isnan(e[j].min_capacity) ? NAN : fmax(e[j].min_capacity, cap);
         e[j].memory += c->mem_higher ? -m : m; /* lower is better */
         e[j].time_s += t;
@@ -682,7 +683,7 @@ static void decide_list(const cmb_rank_entry *e, size_t k, const cmb_rank_result
         used += (size_t)snprintf(out + used, len - used, "%s%s%s%s%s%s%s%s", used ? ", " : "", e[i].label,
                                  cap[0] ? " " : "", cap, t[0] ? " " : "", t,
                                  i < 64 && r->far[i] ? " (far above the rest)" : "",
-                                 e[i].fits ? "" : " (did not fit)");
+                                 e[i].fits ? "" : e[i].failed ? " (failed)" : " (did not fit)");
     }
 }
 

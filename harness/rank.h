@@ -15,6 +15,7 @@ typedef struct cmb_rank_entry {
     double min_capacity; /* smallest GPU (bytes) from which every larger one fits; NAN unknown */
     double memory;       /* the scenario's memory measure, lower better; NAN unknown */
     double time_s;       /* predicted (sim) or measured (GPU) allocator time; NAN unknown */
+    int failed;          /* a case of it failed (crashed, errored): it did not run to the end */
 } cmb_rank_entry;
 
 typedef struct cmb_rank_result {

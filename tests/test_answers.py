@@ -110,6 +110,24 @@ class Answers(unittest.TestCase):
             a = A.answer(r, scen)
             self.assertEqual((got[scen]["memory"], got[scen]["not_fit"]), (a.memory, a.not_fit), scen)
 
+    def test_a_crashed_allocator_is_failed_not_a_misfit(self):
+        # a plug-in killed by a signal ran nothing to the end: "(failed)" in the smallest-GPU line,
+        # as in the report's, never "(did not fit)" beside "everything that ran fit"
+        lib = os.environ.get("CMB_MISBEHAVING")
+        if not lib:
+            self.skipTest("CMB_MISBEHAVING (the misbehaving plug-in) not given")
+        out = os.path.join(self.tmp, "crash")
+        p = run(["--scenario", "leak-check", "--param", "iterations=10", "--repetitions", "1",
+                 "--allocator", f"cmb,external:{lib}:mode=segv:at=3"], out)
+        self.assertEqual(p.returncode, 1, p.stderr)  # a failed case fails the run
+        line = next(x for x in p.stderr.splitlines() if "smallest GPU, time" in x)
+        self.assertRegex(line, r"external:\S+ \(failed\)")
+        self.assertNotIn("did not fit)", line)
+        self.assertEqual(console_answers(p.stderr)["leak-check"]["not_fit"], "everything that ran fit")
+        listed = lambda text: text.rsplit(" [", 1)[0]  # noqa: E731  (the cost file's label differs)
+        self.assertEqual(listed(line.split("smallest GPU, time  ", 1)[1]),
+                         listed(A.decide(load_run(out), "leak-check")[0]))
+
     def test_a_replay_that_does_not_fit_is_oom_and_not_ranked(self):
         # the case: the MLP sweep on a 1 GiB device under bfc and torch-caching
         out = os.path.join(self.tmp, "oom")

@@ -24,10 +24,10 @@ static void smallest_gpu_within_budget(void **state)
 {
     (void)state;
     cmb_rank_entry e[] = {
-        {"cuda", 1, 2.0 * GIB, 2.0 * GIB, 0.5},         /* smallest GPU, never recommended */
-        {"cmb", 1, 2.1 * GIB, 2.1 * GIB, 0.0104},       /* within 5% of the fastest */
-        {"rmm-pool", 1, 2.4 * GIB, 40 * GIB, 0.0100},   /* fastest */
-        {"torch-caching", 1, 2.6 * GIB, 3.6 * GIB, 0.011},
+        {"cuda", 1, 2.0 * GIB, 2.0 * GIB, 0.5, 0},         /* smallest GPU, never recommended */
+        {"cmb", 1, 2.1 * GIB, 2.1 * GIB, 0.0104, 0},       /* within 5% of the fastest */
+        {"rmm-pool", 1, 2.4 * GIB, 40 * GIB, 0.0100, 0},   /* fastest */
+        {"torch-caching", 1, 2.6 * GIB, 3.6 * GIB, 0.011, 0},
     };
     cmb_rank_result r;
     cmb_rank_recommend(e, 4, CMB_RANK_BUDGET, &r);
@@ -45,10 +45,10 @@ static void far_above_and_failures(void **state)
 {
     (void)state;
     cmb_rank_entry e[] = {
-        {"a", 1, 1.0 * GIB, 1.0 * GIB, 1.0},   /* far above: 100x the median */
-        {"b", 0, 0.5 * GIB, 0.5 * GIB, 0.01},  /* failed allocations somewhere: does not fit */
-        {"c", 1, 3.0 * GIB, 3.0 * GIB, 0.01},
-        {"d", 1, 4.0 * GIB, 4.0 * GIB, 0.01},
+        {"a", 1, 1.0 * GIB, 1.0 * GIB, 1.0, 0},   /* far above: 100x the median */
+        {"b", 0, 0.5 * GIB, 0.5 * GIB, 0.01, 0},  /* failed allocations somewhere: does not fit */
+        {"c", 1, 3.0 * GIB, 3.0 * GIB, 0.01, 0},
+        {"d", 1, 4.0 * GIB, 4.0 * GIB, 0.01, 0},
     };
     cmb_rank_result r;
     cmb_rank_recommend(e, 4, CMB_RANK_BUDGET, &r);
@@ -61,10 +61,10 @@ static void without_times(void **state)
 {
     (void)state;
     cmb_rank_entry e[] = {
-        {"cuda", 1, 1.0 * GIB, 1.0 * GIB, NAN},
-        {"cuda@vmm", 1, 1.0 * GIB, 1.0 * GIB, NAN},
-        {"buddy", 1, 4.0 * GIB, 4.0 * GIB, NAN},
-        {"bfc", 1, NAN, 3.0 * GIB, NAN}, /* no smallest GPU: rank by the memory measure */
+        {"cuda", 1, 1.0 * GIB, 1.0 * GIB, NAN, 0},
+        {"cuda@vmm", 1, 1.0 * GIB, 1.0 * GIB, NAN, 0},
+        {"buddy", 1, 4.0 * GIB, 4.0 * GIB, NAN, 0},
+        {"bfc", 1, NAN, 3.0 * GIB, NAN, 0}, /* no smallest GPU: rank by the memory measure */
     };
     cmb_rank_result r;
     cmb_rank_recommend(e, 4, CMB_RANK_BUDGET, &r);

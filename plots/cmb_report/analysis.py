@@ -488,10 +488,11 @@ def decision(run, scenario):
         if c.status == "skipped":  # not run here (a GPU-only allocator in sim)
             continue
         label = c.allocator + (f":{c.options}" if c.options and ":" not in c.allocator else "")
-        e = ents.setdefault(label, {"fits": True, "cap": 0.0, "mem": 0.0, "t": 0.0})
+        e = ents.setdefault(label, {"fits": True, "failed": False, "cap": 0.0, "mem": 0.0, "t": 0.0})
         st = lambda m: (c.stat(m).median if c.stat(m) else float("nan"))  # noqa: E731
         fa = st("failed_allocs")
         e["fits"] &= c.status == "ok" and not (fa > 0 and not _memory_counter(scenario)[1])
+        e["failed"] |= c.status in ("failed", "partial")  # crashed or errored: not "did not fit"
         cap = st("min_capacity_bytes")
         e["cap"] = float("nan") if cap != cap or e["cap"] != e["cap"] else max(e["cap"], cap)
         mem_name, higher = _memory_counter(scenario)
@@ -524,7 +525,8 @@ def decide(run, scenario):
         cap = "" if e["cap"] != e["cap"] else (f" {e['cap'] / 2**30:.2f} GiB" if e["cap"] >= 2**30
                                               else f" {e['cap'] / 2**20:.1f} MiB")
         t = "" if e["t"] != e["t"] else f" {_seconds(e['t'])}"
-        items.append(k + cap + t + (" (far above the rest)" if d.far[k] else "") + ("" if e["fits"] else " (did not fit)"))
+        items.append(k + cap + t + (" (far above the rest)" if d.far[k] else "") +
+                     ("" if e["fits"] else " (failed)" if e["failed"] else " (did not fit)"))
     label = "measured allocator time" if d.gpu else (
         "predicted" if d.timed else "no cost file: time not predicted")
     rec = (d.recommended + (" (smallest GPU" if d.by_cap else " (least memory") +

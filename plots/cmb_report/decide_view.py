@@ -66,13 +66,14 @@ def _draw(ax, scenario, d, pts, colors):
         x = -e[key] if higher else e[key]
         color = colors.get(k.split(":")[0].split("@")[0], colors.get(k, "#555555"))
         odd = not e["fits"] or d.far[k]
+        note = (" (failed)" if e["failed"] else " (did not fit)") if not e["fits"] else \
+            " (far above the rest)" if d.far[k] else ""
         if k == d.recommended:
             ax.scatter([x], [e["t"]], marker="*", s=260, color=color, edgecolor="black", linewidth=1.2, zorder=4,
                        label=f"{k} (recommended)")
         else:
             ax.scatter([x], [e["t"]], s=55, facecolor="none" if odd else color, edgecolor=color, linewidth=1.5,
-                       zorder=3, label=k + (" (did not fit)" if not e["fits"] else " (far above the rest)"
-                                            if d.far[k] else ""))
+                       zorder=3, label=k + note)
     unit_bytes = key == "cap" or M.metric(A._memory_counter(scenario)[0]).unit == "bytes"
     if unit_bytes:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: M.fmt_bytes(v) if v >= 0 else ""))
