@@ -47,7 +47,8 @@ static inline int cmb_optck_real(const char *s, double *out)
     return 0;
 }
 
-/* A whole number, decimal or 0x hex, optional '-'. */
+/* A whole number, decimal or 0x hex, optional '-'. 0, -1 when malformed,
+ * -2 when well formed but beyond 64 bits ("too large"). */
 static inline int cmb_optck_int(const char *s, int64_t *out)
 {
     char *end;
@@ -56,8 +57,10 @@ static inline int cmb_optck_int(const char *s, int64_t *out)
         return -1;
     errno = 0;
     long long v = strtoll(s, &end, 0);
-    if (errno || *end)
+    if (*end)
         return -1;
+    if (errno)
+        return errno == ERANGE ? -2 : -1;
     *out = v;
     return 0;
 }
@@ -97,6 +100,7 @@ static inline int cmb_optck_number(const cmb_option_decl *d, const char *v, int 
 {
     uint64_t u;
     int64_t i;
+    int rc;
     switch (d->type) {
     case CMB_OPT_SIZE:
         if (cmb_optck_size(v, d->unit, bound || (d->flags & CMB_OPT_MAX_OK), &u, why, whylen))
@@ -108,8 +112,8 @@ static inline int cmb_optck_number(const cmb_option_decl *d, const char *v, int 
         *out = (double)u;
         return 0;
     case CMB_OPT_INT:
-        if (cmb_optck_int(v, &i)) {
-            snprintf(why, whylen, "expected a whole number");
+        if ((rc = cmb_optck_int(v, &i))) { /* beyond 64 bits: said so, not "expected" */
+            snprintf(why, whylen, "%s", rc == -2 ? (*v == '-' ? "too small" : "too large") : "expected a whole number");
             return -1;
         }
         if (!bound && d->flags & CMB_OPT_POW2 && (i < 0 || (i & (i - 1)))) {

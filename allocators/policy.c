@@ -85,6 +85,23 @@ static int check_options(const cmb_alloc_spec *s, char *err, size_t errlen)
     return cmb_allocator_check_options(who, user, err, errlen);
 }
 
+/* The spec before its @UPSTREAM: a name ("@vmm" has none), and no second
+ * @UPSTREAM ("cmb@sim@vmm"; an '@' inside a path or an option stays allowed). */
+static int check_name_part(const char *rest, const char *text, char *err, size_t errlen)
+{
+    cmb_upstream_kind kind;
+    const char *at = strrchr(rest, '@');
+    if (!*rest || *rest == ':') {
+        snprintf(err, errlen, "empty allocator name in '%s'", text);
+        return -1;
+    }
+    if (at && !cmb_upstream_kind_parse(at + 1, &kind)) {
+        snprintf(err, errlen, "upstream given twice in '%s': give one of @cuda, @vmm or @sim", text);
+        return -1;
+    }
+    return 0;
+}
+
 int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t errlen)
 {
     char buf[512], *opts = NULL;
@@ -106,6 +123,8 @@ int cmb_alloc_spec_parse(const char *text, cmb_alloc_spec *s, char *err, size_t 
         }
         s->has_upstream = 1;
     }
+    if (check_name_part(buf, text, err, errlen))
+        return -1;
     if (!strncmp(buf, "external:", 9)) {
         char *path = buf + 9;
         char *colon = strchr(path, ':');

@@ -26,8 +26,10 @@ int cmb_parse_u64(const char *s, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, base_of(s));
-    if (errno || *end)
+    if (*end)
         return -1;
+    if (errno)
+        return errno == ERANGE ? CMB_PARSE_TOO_LARGE : -1;
     *out = v;
     return 0;
 }
@@ -39,8 +41,10 @@ int cmb_parse_i64(const char *s, int64_t *out)
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, base_of(s));
-    if (errno || *end)
+    if (*end)
         return -1;
+    if (errno)
+        return errno == ERANGE ? CMB_PARSE_TOO_LARGE : -1;
     *out = v;
     return 0;
 }

@@ -24,7 +24,10 @@ int cmb_parse_size(const char *s, uint64_t *out);
  * 0, or -1 with a one-line reason in why. */
 int cmb_parse_size_strict(const char *s, const char *bare_unit, uint64_t *out, char *why, size_t whylen);
 
-/* Integers: decimal or 0x hex, whole string, no sign unless allow_negative. */
+/* Integers: decimal or 0x hex, whole string, no sign for the unsigned one.
+ * 0, or -1 when malformed, or CMB_PARSE_TOO_LARGE when well formed but
+ * outside the type (a caller then says "too large", not "expected ..."). */
+#define CMB_PARSE_TOO_LARGE (-2)
 int cmb_parse_u64(const char *s, uint64_t *out);
 int cmb_parse_i64(const char *s, int64_t *out);
 /* Finite doubles, whole string. */

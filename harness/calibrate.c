@@ -16,11 +16,15 @@
  */
 #include "calibrate.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -483,9 +487,14 @@ static json_t *gpu_info(int device)
 static int parse_args(int argc, char **argv, const char **out, int *reps)
 {
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+        if ((!strcmp(argv[i], "--out") || !strcmp(argv[i], "--repetitions")) && i + 1 == argc) {
+            fprintf(stderr, "cumembench calibrate: %s needs a value (usage: cumembench calibrate "
+                            "[--out FILE] [--repetitions N])\n", argv[i]);
+            return -1;
+        }
+        if (!strcmp(argv[i], "--out"))
             *out = argv[++i];
-        else if (!strcmp(argv[i], "--repetitions") && i + 1 < argc) {
+        else if (!strcmp(argv[i], "--repetitions")) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v < 3 || v > CAL_MAX_REPS) {
@@ -498,6 +507,45 @@ static int parse_args(int argc, char **argv, const char **out, int *reps)
                             "[--out FILE] [--repetitions N])\n", argv[i]);
             return -1;
         }
+    }
+    return 0;
+}
+
+/* --out FILE can be written: checked before anything is measured, so that
+ * a measurement is never lost to a bad path. A FILE that exists is
+ * replaced (a card calibrated again). */
+static int out_ok(const char *out)
+{
+    char parent[PATH_MAX];
+    struct stat st;
+    if (!*out) {
+        fprintf(stderr, "cumembench calibrate: --out needs a file\n");
+        return -1;
+    }
+    snprintf(parent, sizeof parent, "%s", out);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent)
+        slash[1] = '\0'; /* "/x": its parent is "/" */
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(parent, sizeof parent, ".");
+    char why[PATH_MAX + 64] = "";
+    if (!stat(out, &st)) {
+        if (S_ISDIR(st.st_mode))
+            snprintf(why, sizeof why, "a directory; give a file in it");
+        else if (access(out, W_OK))
+            snprintf(why, sizeof why, "%s", strerror(errno));
+    } else if (stat(parent, &st)) {
+        snprintf(why, sizeof why, "directory %s: %s", parent, strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, sizeof why, "%s is not a directory", parent);
+    } else if (access(parent, W_OK | X_OK)) {
+        snprintf(why, sizeof why, "directory %s: %s", parent, strerror(errno));
+    }
+    if (why[0]) {
+        fprintf(stderr, "cumembench calibrate: --out %s: %s\n", out, why);
+        return -1;
     }
     return 0;
 }
@@ -541,7 +589,7 @@ int cmb_calibrate_main(int argc, char **argv)
     const char *out = NULL;
     static cal_run r;
     r.reps = 15;
-    if (parse_args(argc, argv, &out, &r.reps))
+    if (parse_args(argc, argv, &out, &r.reps) || (out && out_ok(out)))
         return 2;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -561,6 +609,11 @@ int cmb_calibrate_main(int argc, char **argv)
     }
     json_object_set_new(doc, "calibrate_seconds", json_real(now_s() - t0));
     int rc = out ? json_dump_file(doc, out, JSON_INDENT(1) | JSON_SORT_KEYS) : json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_SORT_KEYS);
+    if (rc && out && !json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_SORT_KEYS)) { /* the measurement kept */
+        json_decref(doc);
+        fprintf(stderr, "cumembench calibrate: cannot write %s; the cost file is on stdout instead\n", out);
+        return 1;
+    }
     json_decref(doc);
     if (rc) {
         fprintf(stderr, "cumembench calibrate: cannot write %s\n", out ? out : "stdout");

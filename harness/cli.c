@@ -81,7 +81,12 @@ static int set_unsigned(cmb_cli *cli, const cmb_cli_option *o, const char *v, ch
 
 static int set_u64(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
 {
-    if (cmb_parse_u64(v, FIELD(cli, o, uint64_t))) {
+    int rc = cmb_parse_u64(v, FIELD(cli, o, uint64_t));
+    if (rc == CMB_PARSE_TOO_LARGE) {
+        snprintf(err, errlen, "%s %s: too large (at most %llu)", o->name, v, (unsigned long long)UINT64_MAX);
+        return -1;
+    }
+    if (rc) {
         snprintf(err, errlen, "%s expects %s, got '%s'", o->name, o->what, v);
         return -1;
     }
@@ -144,37 +149,70 @@ static int set_choice(cmb_cli *cli, const cmb_cli_option *o, const char *v, char
     return -1;
 }
 
+#define FAULT_FORM "nth=N,every=K,prob=P (0..1),seed=S"
+
+/* One --fault item's value into f; 0, or -1 with why. A value that makes
+ * its fault never fire (nth=0, every=0, prob=0) is refused: the run would
+ * look like a fault run and inject nothing. */
+static int fault_value(cmb_fault_spec *f, const char *key, const char *val, const char **why)
+{
+    uint64_t *u = !strcmp(key, "nth") ? &f->fail_nth : !strcmp(key, "every") ? &f->fail_every
+                : !strcmp(key, "seed") ? &f->seed : NULL;
+    int rc = u ? cmb_parse_u64(val, u) : cmb_parse_double(val, &f->fail_prob);
+    *why = rc == CMB_PARSE_TOO_LARGE ? "too large" : NULL;
+    if (rc || (!u && (f->fail_prob < 0 || f->fail_prob > 1)))
+        return -1;
+    if (u != &f->seed && (u ? !*u : f->fail_prob == 0)) {
+        *why = "never fires (nth and every count from 1; prob must be above 0)";
+        return -1;
+    }
+    return 0;
+}
+
+/* The index of key in keys[] (nth, every, prob, seed), or -1. */
+static int fault_key(const char *key)
+{
+    static const char *const keys[] = {"nth", "every", "prob", "seed"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(key, keys[i]))
+            return i;
+    return -1;
+}
+
 static int set_fault(cmb_cli *cli, const cmb_cli_option *o, const char *v, char *err, size_t errlen)
 {
     char buf[256];
+    int seen[4] = {0};
     cmb_fault_spec *f = FIELD(cli, o, cmb_fault_spec);
     if (strlen(v) >= sizeof buf) { /* cut, every=3000000 read as every=3 */
         snprintf(err, errlen, "--fault: longer than %zu characters", sizeof buf - 1);
+        return -1;
+    }
+    if (!*v || v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,")) { /* as --param n=10,,20 */
+        snprintf(err, errlen, "--fault: %s '%s'; expected " FAULT_FORM, *v ? "empty item in" : "empty value", v);
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", v);
     char *save = NULL;
     for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
-        int bad = !eq;
-        if (eq) {
-            *eq = '\0';
-            const char *val = eq + 1;
-            if (!strcmp(kv, "nth"))
-                bad = cmb_parse_u64(val, &f->fail_nth);
-            else if (!strcmp(kv, "every"))
-                bad = cmb_parse_u64(val, &f->fail_every);
-            else if (!strcmp(kv, "seed"))
-                bad = cmb_parse_u64(val, &f->seed);
-            else if (!strcmp(kv, "prob"))
-                bad = cmb_parse_double(val, &f->fail_prob) || f->fail_prob < 0 || f->fail_prob > 1;
-            else
-                bad = 1;
-        }
-        if (bad) {
-            snprintf(err, errlen, "--fault: expected nth=N,every=K,prob=P (0..1),seed=S; got '%s'", v);
+        const char *why = NULL;
+        int k = eq ? (*eq = '\0', fault_key(kv)) : -1;
+        if (k >= 0 && seen[k]++) {
+            snprintf(err, errlen, "--fault: %s is given twice in '%s'", kv, v);
             return -1;
         }
+        if (k < 0 || fault_value(f, kv, eq + 1, &why)) {
+            if (why)
+                snprintf(err, errlen, "--fault: %s=%s: %s", kv, eq + 1, why);
+            else
+                snprintf(err, errlen, "--fault: expected " FAULT_FORM "; got '%s'", v);
+            return -1;
+        }
+    }
+    if (!seen[0] && !seen[1] && !seen[2]) {
+        snprintf(err, errlen, "--fault: '%s' never fires: give nth=N, every=K or prob=P", v);
+        return -1;
     }
     return 0;
 }

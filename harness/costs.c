@@ -92,11 +92,28 @@ static int read_doc(json_t *doc, cmb_costs *out, char *err, size_t errlen)
 int cmb_costs_load(const char *path, cmb_costs *out, char *err, size_t errlen)
 {
     json_error_t je;
+    struct stat st;
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
-    json_t *doc = json_load_file(path, 0, &je);
+    FILE *f = fopen(path, "r");
+    if (!f || fstat(fileno(f), &st)) {
+        snprintf(err, errlen, "cost file %s: %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) { /* a directory cannot be read, /dev/zero would be read forever */
+        snprintf(err, errlen, "cost file %s: not a regular file", path);
+        fclose(f);
+        return -1;
+    }
+    json_t *doc = json_loadf(f, 0, &je);
+    fclose(f);
     if (!doc) {
-        snprintf(err, errlen, "cost file %s: %s (line %d)", path, je.text, je.line);
+        if (je.line > 0)
+            snprintf(err, errlen, "cost file %s: %s (line %d)", path, je.text, je.line);
+        else
+            snprintf(err, errlen, "cost file %s: %s", path, je.text);
         return -1;
     }
     char why[200];
@@ -193,12 +210,58 @@ static int closest_cost_file(const char *want, char *path, size_t len, size_t *s
     return 0;
 }
 
+/* 1 when the slug `want` is the words `words`, then nothing or more words. */
+static int starts_with_words(const char *want, const char *words)
+{
+    size_t n = strlen(words);
+    return n && !strncmp(want, words, n) && (want[n] == '\0' || want[n] == '-');
+}
+
+/* How much of the GPU directory `dir` (a slug) the slug `want` names: its
+ * words, then nothing or more ("nvidia-h100-80gb-hbm3" is nvidia-h100's
+ * card), the vendor's word optional ("h100"); 0 when `want` is another GPU
+ * or only part of a word ("n", "nvidia-h10"). */
+static size_t names_gpu(const char *dir, const char *want)
+{
+    const char *dash = strchr(dir, '-');
+    if (starts_with_words(want, dir))
+        return strlen(dir);
+    return dash && starts_with_words(want, dash + 1) ? strlen(dash + 1) : 0;
+}
+
+/* The committed cost file of the GPU the slug `want` names (names_gpu; the
+ * most specific directory when several do): its path, -1 when none. */
+static int named_cost_file(const char *want, char *path, size_t len)
+{
+    char dir[600], best[256] = "";
+    size_t best_n = 0;
+    struct dirent **list;
+    int n = cost_dirs(dir, sizeof dir, &list);
+    if (n < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        size_t k = names_gpu(list[i]->d_name, want);
+        if (k > best_n && has_costs(dir, list[i])) {
+            best_n = k;
+            snprintf(best, sizeof best, "%s", list[i]->d_name);
+        }
+        free(list[i]);
+    }
+    free(list);
+    if (!best[0])
+        return -1;
+    snprintf(path, len, "%s/%s/costs.json", dir, best);
+    return 0;
+}
+
 int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)
 {
     char slug[128];
     size_t shared;
     if (!gpu_model || !gpu_slug(gpu_model, slug, sizeof slug))
         snprintf(slug, sizeof slug, "nvidia-h100");
+    if (!named_cost_file(slug, path, len))
+        return 0;
     return closest_cost_file(slug, path, len, &shared);
 }
 
@@ -252,11 +315,11 @@ static void committed_gpus(char *out, size_t len)
 int cmb_costs_use_gpu_model(const char *model, char *err, size_t errlen)
 {
     char slug[128], path[1024], have[512];
-    size_t n = gpu_slug(model, slug, sizeof slug), shared = 0;
-    if (!n || closest_cost_file(slug, path, sizeof path, &shared) || !shared) {
+    if (!gpu_slug(model, slug, sizeof slug) || named_cost_file(slug, path, sizeof path)) {
         committed_gpus(have, sizeof have);
-        snprintf(err, errlen, "--gpu-model %s: no committed cost file is close to '%s' (committed: %s); measure one "
-                 "with cumembench calibrate on that GPU, or give --costs FILE", model, slug, have[0] ? have : "none");
+        snprintf(err, errlen, "--gpu-model %s: no committed cost file is close to '%s' (committed: %s); name one of "
+                 "those, measure one with cumembench calibrate on that GPU, or give --costs FILE", model, slug,
+                 have[0] ? have : "none");
         return -1;
     }
     return cmb_costs_use_file(path, err, errlen);

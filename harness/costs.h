@@ -64,9 +64,10 @@ typedef struct cmb_cost_parts {
 /* 0, or -1 with a one-line reason (missing file, malformed, wrong format). */
 int cmb_costs_load(const char *path, cmb_costs *out, char *err, size_t errlen);
 
-/* The committed cost file closest to `gpu_model` (a slug or name: the
- * longest shared prefix of results/<dir>/costs.json's directory), else
- * H100's; 0 with the path, -1 when none is committed. */
+/* The committed cost file of `gpu_model` (a slug or name, as --gpu-model
+ * takes it), else the one whose results/<dir>/costs.json directory shares
+ * the longest prefix with it, else H100's; 0 with the path, -1 when none is
+ * committed. */
 int cmb_costs_default_path(const char *gpu_model, char *path, size_t len);
 
 /* --costs FILE: loads it (0, or -1 with a one-line reason: missing,
@@ -75,9 +76,11 @@ int cmb_costs_default_path(const char *gpu_model, char *path, size_t len);
  * path (a resumed run enters its directory). */
 int cmb_costs_use_file(const char *path, char *err, size_t errlen);
 
-/* --gpu-model NAME: the committed cost file closest to NAME (a slug or a
- * name: "NVIDIA H200" reads as nvidia-h200) becomes the run's (CMB_COSTS);
- * -1 with the committed ones named where none shares a prefix with it. */
+/* --gpu-model NAME: the committed cost file of the GPU NAME names becomes
+ * the run's (CMB_COSTS): NAME a slug or a name, read as a slug ("NVIDIA
+ * H200" is nvidia-h200), that is a results/ directory's words, then nothing
+ * or more ("NVIDIA H100 80GB HBM3"), the vendor's word optional ("H100");
+ * -1 with the committed ones named where none matches ("n", "nosuch-gpu"). */
 int cmb_costs_use_gpu_model(const char *model, char *err, size_t errlen);
 
 /* 1 when the file prices a deferred access run per handle (it has

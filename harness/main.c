@@ -12,6 +12,7 @@
 #include "env.h"
 #include "holder.h"
 #include "list.h"
+#include "plan.h"
 #include "plugin_probe.h"
 #include "resume.h"
 #include "runner.h"
@@ -55,6 +56,10 @@ int main(int argc, char **argv)
     if (!cli.child) /* the parent plans and lists: plug-ins run only in probes and cases */
         cmb_plugin_probe_install();
     if (cli.list) {
+        if (cmb_plan_check_names(&cli, err, sizeof err)) {
+            fprintf(stderr, "cumembench: %s\n", err);
+            return 2;
+        }
         cmb_list(stdout);
         return 0;
     }

@@ -71,12 +71,13 @@ int cmb_param_canonical(const cmb_param_spec *spec, const char *value, char *out
 {
     uint64_t u;
     double d;
-    int b;
+    int b, rc;
     char why[160];
     switch (spec->type) {
     case CMB_P_INT:
-        if (cmb_parse_u64(value, &u)) {
-            snprintf(err, errlen, "parameter %s=%s: expected a non-negative integer", spec->name, value);
+        if ((rc = cmb_parse_u64(value, &u))) { /* "too large", as a size parameter says it */
+            snprintf(err, errlen, "parameter %s=%s: %s", spec->name, value,
+                     rc == CMB_PARSE_TOO_LARGE ? "too large" : "expected a non-negative integer");
             return -1;
         }
         if (check_bounds(spec, (double)u, value, err, errlen))
@@ -188,6 +189,19 @@ static int parse_list(const cmb_param_spec *spec, const char *list, value_list *
     return 0;
 }
 
+/* A --param list naming one value twice ("iterations=10,10", or 1MiB and
+ * 1048576): two cases under one name, refused as a duplicated --param is. */
+static int repeated_value(const cmb_param_spec *spec, const value_list *l, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < l->n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(l->v[i], l->v[j])) {
+                snprintf(err, errlen, "--param %s lists %s twice", spec->name, l->v[i]);
+                return -1;
+            }
+    return 0;
+}
+
 /* Appends the cartesian product of lists[] to the result array. */
 static int append_grid(const cmb_scenario *s, value_list *lists, cmb_param_set **out, size_t *n_out,
                        size_t *cap, char *err, size_t errlen)
@@ -287,7 +301,8 @@ int cmb_params_expand(const cmb_scenario *s, cmb_preset preset, const cmb_param_
         /* command-line overrides win over every preset grid */
         for (size_t k = 0; k < n_ov; k++) {
             const cmb_param_spec *spec = cmb_param_spec_find(s, ov[k].name);
-            if (spec && parse_list(spec, ov[k].values, &lists[spec - s->params], err, errlen))
+            if (spec && (parse_list(spec, ov[k].values, &lists[spec - s->params], err, errlen) ||
+                         repeated_value(spec, &lists[spec - s->params], err, errlen)))
                 goto out_fail;
         }
         size_t combos = 1;

@@ -378,6 +378,20 @@ out:
     return rc;
 }
 
+int cmb_plan_check_names(const cmb_cli *cli, char *err, size_t errlen)
+{
+    const cmb_scenario *scn[MAX_SELECTED];
+    size_t n_scn, n_alloc;
+    cmb_alloc_spec *allocs = calloc(MAX_SELECTED, sizeof *allocs);
+    if (!allocs) {
+        snprintf(err, errlen, "host out of memory");
+        return -1;
+    }
+    int rc = select_scenarios(cli, scn, &n_scn, err, errlen) || select_allocators(cli, allocs, &n_alloc, err, errlen);
+    free(allocs);
+    return rc ? -1 : 0;
+}
+
 int cmb_plan_build(const cmb_cli *cli, const cmb_plan_setting *set, cmb_plan *p, char *err, size_t errlen)
 {
     const cmb_scenario *scn[MAX_SELECTED];

@@ -37,6 +37,10 @@ uint64_t cmb_plan_capacity(const cmb_cli *cli, cmb_mode mode);
 int cmb_plan_build(const cmb_cli *cli, const cmb_plan_setting *set, cmb_plan *p, char *err, size_t errlen);
 void cmb_plan_free(cmb_plan *p);
 
+/* The --scenario and --allocator names alone, as cmb_plan_build checks them
+ * (--list refuses an unknown one too). 0, or -1 with a one-line reason. */
+int cmb_plan_check_names(const cmb_cli *cli, char *err, size_t errlen);
+
 /* One line per distinct allocator skipped for a reason of its own. */
 void cmb_plan_print_skipped(const cmb_plan *p, FILE *f);
 

@@ -496,12 +496,25 @@ static void costs_context(cmb_env *env)
         cmb_env_set(env, "costs_file", "none");
 }
 
+/* --record-trace never replaces a file, as --out never writes into a run
+ * directory that holds results; a resumed run records its case again. */
+static int record_trace_exists(const cmb_cli *cli)
+{
+    if (!cli->record_trace || cli->resume || access(cli->record_trace, F_OK))
+        return 0;
+    fprintf(stderr, "cumembench: --record-trace: %s already exists: remove it or record to another file\n",
+            cli->record_trace);
+    return 1;
+}
+
 /* The environment, the mode and the plan: 0, or 2 (bad input). */
 static int prepare(const cmb_cli *cli, run_ctx *rc, cmb_env *env, cmb_mode *mode, cmb_plan *p, char *dir,
                    size_t dirlen)
 {
     char err[512], seed[32];
     cmb_plan_setting set;
+    if (record_trace_exists(cli))
+        return 2;
     cmb_env_collect(env, rc->self, cli->device, 120);
     if (choose_mode(cli, env, mode))
         return 2;

@@ -54,17 +54,50 @@ static int bad(const char *fmt, const char *a, const char *b)
     return -1;
 }
 
-/* One option with its value; 1 when it took the value, 0 a flag, -1 bad. */
-static int parse_opt(tune_args *a, const char *opt, const char *v)
+/* The options (--json a flag, the others with a value), each given once at most. */
+static const char *const opt_names[] = {"--budget", "--for",   "--objective", "--json",
+                                        "--passes", "--costs", "--recorded",  "--out"};
+#define N_OPTS (int)(sizeof opt_names / sizeof opt_names[0])
+
+/* --budget: a size (cmb_parse_size) too large for 64 bits: a well-formed
+ * number and unit whose product overflows. */
+static int budget_too_large(const char *v)
 {
-    int k;
+    size_t digits = strspn(v, "0123456789.");
+    char *end, unit[16];
+    uint64_t mult;
+    if (!digits || strchr(v + digits, '.') || strlen(v + digits) + 2 > sizeof unit)
+        return 0;
+    snprintf(unit, sizeof unit, "1%s", v + digits);
+    if (cmb_parse_size(unit, &mult)) /* not a unit: the other message */
+        return 0;
+    errno = 0;
+    long double n = strtold(v, &end);
+    return end == v + digits && (errno == ERANGE || n * (long double)mult >= 18446744073709551616.0L);
+}
+
+/* One option with its value; 1 when it took the value, 0 a flag, -1 bad. */
+static int parse_opt(tune_args *a, unsigned *given, const char *opt, const char *v)
+{
+    int k, o = 0;
+    while (o < N_OPTS && strcmp(opt, opt_names[o]))
+        o++;
+    if (o == N_OPTS)
+        return bad("unknown option %s%s", opt, "");
+    if (*given & (1u << o))
+        return bad("%s is given twice: give it once%s", opt, "");
+    *given |= 1u << o;
     if (!strcmp(opt, "--json"))
         return a->json = 1, 0;
     if (!v)
         return bad("%s needs a value%s", opt, "");
     if (!strcmp(opt, "--budget")) {
-        if (cmb_parse_size(v, &a->budget) || !a->budget)
+        if (budget_too_large(v))
+            return bad("--budget %s: too large (at most 16777215TiB)%s", v, "");
+        if (cmb_parse_size(v, &a->budget))
             return bad("--budget %s: not a whole number of bytes with a unit, such as 16GiB or 2355MiB%s", v, "");
+        if (!a->budget)
+            return bad("--budget %s: must be above 0 (the GPU memory to fit, such as 16GiB)%s", v, "");
     } else if (!strcmp(opt, "--for")) {
         if (pick(v, fw_names, 4, &k))
             return bad("--for %s: expected torch, cupy, rmm or any%s", v, "");
@@ -80,12 +113,10 @@ static int parse_opt(tune_args *a, const char *opt, const char *v)
         a->costs = v;
     } else if (!strcmp(opt, "--recorded")) {
         a->recorded = v;
-    } else if (!strcmp(opt, "--out")) {
+    } else { /* --out */
         if (!*v)
             return bad("--out needs a directory%s%s", "", "");
         a->out = v;
-    } else {
-        return bad("unknown option %s%s", opt, "");
     }
     return 1;
 }
@@ -96,6 +127,7 @@ static int parse_args(int argc, char **argv, tune_args *a)
     a->fw = CMB_TUNE_TORCH;
     a->obj = CMB_TUNE_BALANCED;
     a->passes = 1;
+    unsigned given = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--verify")) {
             if (i + 2 >= argc || strcmp(argv[i + 1], "--"))
@@ -110,7 +142,7 @@ static int parse_args(int argc, char **argv, tune_args *a)
             a->input = argv[i];
             continue;
         }
-        int took = parse_opt(a, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
+        int took = parse_opt(a, &given, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
         if (took < 0)
             return -1;
         i += took;

@@ -525,8 +525,8 @@ static cmb_status replay_run_case(cmb_case *c)
 }
 
 /* The parent reads every trace once before anything runs, so a missing or
- * malformed trace stops the run with FILE:LINE: reason instead of failing
- * each case. */
+ * malformed trace, or one without an allocation, stops the run with
+ * FILE:LINE: reason instead of failing each case. */
 static int replay_check(const cmb_case *c, char *reason, size_t len)
 {
     static char checked[16][512];
@@ -542,9 +542,14 @@ static int replay_check(const cmb_case *c, char *reason, size_t len)
         return -1;
     while ((rc = cmb_trace_next(&r, &ev, reason, len)) == 1)
         ;
+    uint64_t allocs = r.counts.allocs;
     cmb_trace_close(&r);
     if (rc < 0)
         return -1;
+    if (!allocs) { /* a run with nothing measured, as cumembench tune refuses it */
+        snprintf(reason, len, "%s: no allocations to replay", path);
+        return -1;
+    }
     if (n_checked < 16)
         snprintf(checked[n_checked++], sizeof checked[0], "%s", path);
     return 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_calibrate.sh - cumembench calibrate's refusals (docs/costs.md): a bad
-# argument exits 2 with one line before anything runs; without a GPU it says
-# so in one line, exits 2 and writes no cost file.
+# argument, or an --out FILE that cannot be written, exits 2 with one line
+# before anything runs; without a GPU it says so in one line, exits 2 and
+# writes no cost file.
 #
 # Environment: CMB_BIN.
 set -uo pipefail
@@ -18,6 +19,22 @@ rc=$?
 rc=$?
 [ "$rc" -eq 2 ] && grep -q 'unknown argument --nonsense' "$tmp/err" ||
     { echo "FAIL: unknown argument: rc $rc, $(cat "$tmp/err")"; exit 1; }
+# refused before the GPU is looked for, so a refusal needs none: ARGS... and what the one line says
+refuse() {
+    local want=$1
+    shift
+    "$bin" calibrate "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 2 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" ||
+        { echo "FAIL: calibrate $*: rc $rc, $(cat "$tmp/err")"; exit 1; }
+}
+refuse '--out needs a value' --out
+refuse '--repetitions needs a value' --repetitions
+refuse "--out $tmp/none/costs.json: directory $tmp/none: No such file or directory" --out "$tmp/none/costs.json"
+refuse "--out $tmp: a directory" --out "$tmp"
+: >"$tmp/file"
+refuse "$tmp/file is not a directory" --out "$tmp/file/costs.json"
+[ ! -e "$tmp/none" ] || { echo "FAIL: a refused --out made its directory"; exit 1; }
 
 "$bin" calibrate --repetitions 3 --out "$tmp/costs.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?

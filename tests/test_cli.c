@@ -79,6 +79,8 @@ static const bad_case bad[] = {
     {"--costs /dev/zero", "--costs /dev/zero: not a regular file"},
     {"--costs /proc/self/status", "cost file /proc/self/status: '[' or '{' expected"},
     {"--gpu-model amd-mi300", "no committed cost file is close to 'amd-mi300' (committed: nvidia-h100"},
+    {"--gpu-model n", "no committed cost file is close to 'n' (committed: nvidia-h100"},
+    {"--gpu-model nosuch-gpu", "no committed cost file is close to 'nosuch-gpu' (committed: nvidia-h100"},
     {"--gpu-model nvidia-h100 --costs /dev/zero", "--costs and --gpu-model both choose the cost file"},
     {"--mode gpu", "no CUDA GPU is usable"},
     {"--param n=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --param fill=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 "
@@ -108,6 +110,35 @@ static const bad_case bad[] = {
     /* a size option that declares no maximum has the suite's (cmb_option_check.h) */
     {"--allocator rmm-pool:initial_pool_size=300TiB --scenario churn", "out of range [0, 256TiB]"},
     {"--allocator cupy:limit=16777215TiB --scenario churn", "out of range [0, 256TiB]"},
+    /* --list checks the names it is given, as a run does */
+    {"--list --scenario nosuch", "unknown scenario 'nosuch' (cumembench --list"},
+    {"--list --allocator nosuch", "unknown allocator 'nosuch' (cumembench --list"},
+    {"--list --allocator torch-cachng", "did you mean 'torch-caching'?"},
+    /* --fault refuses what --param refuses: empty values, a key twice, a fault that never fires */
+    {"--fault ''", "--fault: empty value ''"},
+    {"--fault nth=1,", "--fault: empty item in 'nth=1,'"},
+    {"--fault ,every=2", "--fault: empty item in ',every=2'"},
+    {"--fault nth=1,,every=2", "--fault: empty item in 'nth=1,,every=2'"},
+    {"--fault nth=1,nth=2", "--fault: nth is given twice in 'nth=1,nth=2'"},
+    {"--fault every=0", "--fault: every=0: never fires"},
+    {"--fault nth=0", "--fault: nth=0: never fires"},
+    {"--fault prob=0,seed=3", "--fault: prob=0: never fires"},
+    {"--fault seed=3", "--fault: 'seed=3' never fires: give nth=N, every=K or prob=P"},
+    {"--fault nth=99999999999999999999", "--fault: nth=99999999999999999999: too large"},
+    /* a number beyond 64 bits is too large, not malformed */
+    {"--allocator cmb:chunk=99999999999999999999 --scenario churn",
+     "allocator 'cmb': chunk=99999999999999999999: too large"},
+    {"--allocator cmb:chunk=-99999999999999999999 --scenario churn", "chunk=-99999999999999999999: too small"},
+    {"--param iterations=99999999999999999999 --scenario leak-check",
+     "parameter iterations=99999999999999999999: too large"},
+    {"--seed 99999999999999999999", "--seed 99999999999999999999: too large (at most 18446744073709551615)"},
+    /* one --param listing a value twice (two cases under one name) */
+    {"--param n=10,10 --scenario churn", "--param n lists 10 twice"},
+    {"--param max_size=1MiB,1048576 --scenario churn", "--param max_size lists 1MiB twice"},
+    /* an allocator spec without a name, or with two upstreams */
+    {"--allocator @vmm --scenario churn", "empty allocator name in '@vmm'"},
+    {"--allocator :slack=0.1@sim --scenario churn", "empty allocator name in ':slack=0.1@sim'"},
+    {"--allocator cmb@sim@vmm --scenario churn", "upstream given twice in 'cmb@sim@vmm'"},
 };
 
 static int count_lines(const char *s)
@@ -193,6 +224,48 @@ static void record_trace_unwritable(void **state)
     assert_false(cmb_test_exists(o));
 }
 
+/* A replay of a trace that holds no allocation (only its header line):
+ * refused before anything runs, as cumembench tune refuses it. */
+static void replay_without_allocations(void **state)
+{
+    (void)state;
+    char cmd[1024], args[1024], out[8192], o[600];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(cmd, sizeof cmd, "head -1 %s/traces/samples/torch_mlp_sweep_default.trace >%s/h.trace", cmb_test_src(),
+             dir);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario replay --allocator cmb --param trace=%s/h.trace --repetitions 1 --out %s/o",
+             dir, dir);
+    int rc = cmb_test_run(args, out, sizeof out);
+    if (rc != 2 || !strstr(out, "h.trace: no allocations to replay") || count_lines(out) != 1)
+        fail_msg("exit %d: %s", rc, out);
+    snprintf(o, sizeof o, "%s/o", dir);
+    assert_false(cmb_test_exists(o));
+}
+
+/* --record-trace never replaces an existing file (as --out never writes
+ * into a run directory that holds results). */
+static void record_trace_exists(void **state)
+{
+    (void)state;
+    char cmd[1024], args[1024], out[8192], o[600];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(cmd, sizeof cmd, "echo keep >%s/x.trace", dir);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    snprintf(args, sizeof args,
+             "--mode sim --quiet --scenario churn --allocator bfc --param n=10 --param max_size=1MiB "
+             "--param checkerboard=false --param dist=uniform --record-trace %s/x.trace --out %s/o", dir, dir);
+    int rc = cmb_test_run(args, out, sizeof out);
+    if (rc != 2 || !strstr(out, "x.trace already exists") || count_lines(out) != 1)
+        fail_msg("exit %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "cat %s/x.trace", dir);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    assert_string_equal(out, "keep\n");
+    snprintf(o, sizeof o, "%s/o", dir);
+    assert_false(cmb_test_exists(o));
+}
+
 static void out_already_holds_results(void **state)
 {
     (void)state;
@@ -242,7 +315,8 @@ int main(void)
         cmocka_unit_test(malformed_invocations),   cmocka_unit_test(unwritable_out),
         cmocka_unit_test(out_already_holds_results), cmocka_unit_test(help_list_version),
         cmocka_unit_test(no_gpu_falls_back_to_sim), cmocka_unit_test(out_with_control_characters),
-        cmocka_unit_test(record_trace_unwritable),
+        cmocka_unit_test(record_trace_unwritable), cmocka_unit_test(replay_without_allocations),
+        cmocka_unit_test(record_trace_exists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

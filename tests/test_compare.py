@@ -280,6 +280,169 @@ class UnusableInput(unittest.TestCase):
     def test_bad_usage(self):
         p = subprocess.run([TOOL, os.path.join(FIX, "base")], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.splitlines(), ["cumembench-compare: error: BASELINE and CURRENT are required "
+                                                 "(see cumembench-compare --help)"])
+
+
+def run_tool(*args):
+    return subprocess.run([TOOL] + list(args), capture_output=True, text=True, timeout=120)
+
+
+class Usage(unittest.TestCase):
+    """Usage errors: one line on stderr, exit 2, nothing compared (argparse's
+    own error() prints the usage block above the message)."""
+
+    def refused(self, args, expected=None, contains=None):
+        p = run_tool(*args)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertEqual(p.stdout, "")
+        self.assertTrue(lines[0].startswith("cumembench-compare: error: "), lines[0])
+        self.assertTrue(lines[0].endswith(" (see cumembench-compare --help)"), lines[0])
+        if expected is not None:
+            self.assertEqual(lines[0], expected)
+        if contains is not None:
+            self.assertIn(contains, lines[0])
+        return lines[0]
+
+    def test_no_arguments(self):
+        self.refused([], "cumembench-compare: error: BASELINE and CURRENT are required "
+                         "(see cumembench-compare --help)")
+
+    def test_one_run(self):
+        self.refused([os.path.join(FIX, "base")], contains="BASELINE and CURRENT are required")
+
+    def test_unknown_option(self):
+        self.refused([os.path.join(FIX, "base"), os.path.join(FIX, "identical"), "--nosuch"],
+                     "cumembench-compare: error: unrecognized arguments: --nosuch (see cumembench-compare --help)")
+
+    def test_alpha_not_a_number(self):
+        self.refused([os.path.join(FIX, "base"), os.path.join(FIX, "identical"), "--alpha", "abc"],
+                     "cumembench-compare: error: argument --alpha: invalid float value: 'abc' "
+                     "(see cumembench-compare --help)")
+
+    def test_alpha_out_of_range(self):
+        for value in ("-1", "0", "1", "1.5"):
+            self.refused([os.path.join(FIX, "base"), os.path.join(FIX, "identical"), "--alpha", value],
+                         "cumembench-compare: error: argument --alpha: must lie strictly between 0 and 1, "
+                         "not %r (see cumembench-compare --help)" % value)
+        for value in ("nan", "inf"):
+            self.refused([os.path.join(FIX, "base"), os.path.join(FIX, "identical"), "--alpha", value],
+                         contains="argument --alpha: expected a finite number, not %r" % value)
+
+    def test_alpha_in_range_is_taken(self):
+        rc, out, err, data = compare("base", "identical", "--alpha", "0.01")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(data["settings"]["alpha"], 0.01)
+
+    def test_bad_tolerances(self):
+        base, cur = os.path.join(FIX, "base"), os.path.join(FIX, "identical")
+        for option, value, text in (("--time-threshold", "x", "invalid float value: 'x'"),
+                                    ("--time-threshold", "-0.05", "must not be negative, not '-0.05'"),
+                                    ("--tolerance", "-0.1", "must not be negative, not '-0.1'"),
+                                    ("--ratio-tolerance", "inf", "expected a finite number, not 'inf'"),
+                                    ("--bytes-slack", "2XB", "expected bytes such as")):
+            self.refused([base, cur, option, value], contains="argument %s: %s" % (option, text))
+
+    def test_other_usage_errors(self):
+        base, cur = os.path.join(FIX, "base"), os.path.join(FIX, "identical")
+        self.refused([base, cur, "--time", "bogus"], contains="argument --time: invalid choice: 'bogus'")
+        self.refused([base, cur, "--filter-baseline", "x"],
+                     contains="--filter-baseline and --filter-current go together")
+        self.refused([base, cur, "--alpha"], contains="argument --alpha: expected one argument")
+
+    def test_help_is_the_full_help(self):
+        p = run_tool("--help")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        self.assertTrue(p.stdout.startswith("usage: cumembench-compare"), p.stdout)
+        self.assertIn("--alpha ALPHA", p.stdout)
+        self.assertIn("--ratio-tolerance ABS", p.stdout)
+        self.assertGreater(len(p.stdout.splitlines()), 20)
+
+
+class JsonOutput(unittest.TestCase):
+    """--json FILE is checked before anything is compared; a write that still
+    fails is one line, and FILE keeps what it held."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.base, self.cur = os.path.join(FIX, "base"), os.path.join(FIX, "identical")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def refused(self, path, expected=None, contains=None):
+        p = run_tool(self.base, self.cur, "--json", path)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertEqual(p.stdout, "")  # refused before the comparison ran
+        if expected is not None:
+            self.assertEqual(lines[0], expected)
+        if contains is not None:
+            self.assertIn(contains, lines[0])
+
+    def test_directory_does_not_exist(self):
+        self.refused("/proc/nosuch/x.json",
+                     "cumembench-compare: error: --json /proc/nosuch/x.json: directory /proc/nosuch does not exist")
+        path = os.path.join(self.tmp.name, "nosuch", "summary.json")
+        self.refused(path, "cumembench-compare: error: --json %s: directory %s does not exist"
+                           % (path, os.path.dirname(path)))
+        self.assertEqual(os.listdir(self.tmp.name), [])
+
+    def test_path_is_a_directory(self):
+        self.refused(self.tmp.name, "cumembench-compare: error: --json %s: names a directory, not a file"
+                                    % self.tmp.name)
+        self.refused(os.path.join(self.tmp.name, "new") + os.sep, contains="names a directory, not a file")
+        self.assertEqual(os.listdir(self.tmp.name), [])
+
+    def test_empty_path(self):
+        self.refused("", "cumembench-compare: error: --json: empty file name (use '-' for stdout)")
+
+    @unittest.skipIf(os.geteuid() == 0, "root writes anywhere")
+    def test_directory_not_writable(self):
+        folder = os.path.join(self.tmp.name, "ro")
+        os.makedirs(folder)
+        os.chmod(folder, 0o555)
+        try:
+            path = os.path.join(folder, "summary.json")
+            self.refused(path, "cumembench-compare: error: --json %s: directory %s is not writable" % (path, folder))
+        finally:
+            os.chmod(folder, 0o755)
+
+    def test_would_overwrite_an_input(self):
+        run = os.path.join(self.tmp.name, "run")
+        os.makedirs(run)
+        with open(os.path.join(self.base, "results.json")) as f:
+            text = f.read()
+        with open(os.path.join(run, "results.json"), "w") as f:
+            f.write(text)
+        p = run_tool(self.base, run, "--json", os.path.join(run, "results.json"))
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertIn("would overwrite the run being compared", p.stderr)
+        self.assertEqual(p.stdout, "")
+        with open(os.path.join(run, "results.json")) as f:
+            self.assertEqual(f.read(), text)
+
+    def test_write_failure_is_one_line_and_keeps_the_old_summary(self):
+        path = os.path.join(self.tmp.name, "summary.json")
+        with open(path, "w") as f:
+            f.write("previous summary\n")
+        os.makedirs(path + ".tmp")  # the temporary file cannot be created
+        p = run_tool(self.base, self.cur, "--json", path)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertTrue(lines[0].startswith("cumembench-compare: error: --json %s: cannot write the summary: "
+                                            % path), lines[0])
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertIn("result: ok (exit 0)", p.stdout)  # the report itself was printed
+        with open(path) as f:
+            self.assertEqual(f.read(), "previous summary\n")
+        self.assertTrue(os.path.isdir(path + ".tmp"))
 
 
 class Features(unittest.TestCase):

@@ -66,6 +66,14 @@ def valid_trace(text):
     return None
 
 
+def has_allocation(path):
+    """A written trace with an allocation: replay refuses one without (nothing to measure)."""
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return any((m := EVENT.match(line.rstrip("\n"))) and m.group(2) for line in f)
+
+
 HOSTILE = ["x\ny", "a 1 2 0 0", "\r", "\x00", "", None, 1.5, -1, 1 << 70, float("nan"), float("inf"),
            [], {}, "12", True, "tab\there"]
 
@@ -219,7 +227,7 @@ def main():
             why = check(snap, tmp, "a\nb.pickle" if i % 50 == 7 else "s.pickle")
             if why:
                 bad.append(f"snapshot {i}: {why}: {snap!r}"[:800])
-            elif i >= len(fixed) and len(written) < 3 and os.path.exists(os.path.join(tmp, "out.trace")):
+            elif i >= len(fixed) and len(written) < 3 and has_allocation(os.path.join(tmp, "out.trace")):
                 kept = os.path.join(tmp, f"kept{len(written)}.trace")
                 os.replace(os.path.join(tmp, "out.trace"), kept)
                 written.append(kept)

@@ -341,6 +341,33 @@ static void cli_options_choose_the_file(void **state)
         assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
         assert_string_equal(out, "1\n");
     }
+    /* --gpu-model without the vendor's word names the card too; a name that only shares letters with a
+     * committed one ("n" was once read as nvidia-h100) is refused in one line naming the committed ones */
+    const char *short_names[][2] = {{"H100", "nvidia-h100"}, {"h200", "nvidia-h200"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && env -u CMB_COSTS \"$CMB_BIN\" --mode sim --scenario replay --allocator cuda "
+                 "--param trace=traces/samples/churn_small.trace --param find_min_capacity=false --repetitions 1 "
+                 "--gpu-model '%s' --out %s/s%d 2>&1 | grep -c 'predicted from .*results/%s/costs.json'",
+                 cmb_test_src(), short_names[i][0], dir, i, short_names[i][1]);
+        assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+        assert_string_equal(out, "1\n");
+    }
+    const char *not_named[] = {"n", "nosuch-gpu", "nvidia-h10"};
+    for (int i = 0; i < 3; i++) {
+        char want[256], made[1024];
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && env -u CMB_COSTS \"$CMB_BIN\" --mode sim --scenario replay --allocator cuda "
+                 "--param trace=traces/samples/churn_small.trace --repetitions 1 --gpu-model '%s' --out %s/n%d",
+                 cmb_test_src(), not_named[i], dir, i);
+        assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 2);
+        snprintf(want, sizeof want, "no committed cost file is close to '%s' (committed: nvidia-h100, nvidia-h200)",
+                 not_named[i]);
+        assert_non_null(strstr(out, want));
+        assert_ptr_equal(strchr(out, '\n'), out + strlen(out) - 1); /* one line */
+        snprintf(made, sizeof made, "%s/n%d", dir, i);
+        assert_false(cmb_test_exists(made));
+    }
 }
 
 /* cmb's growths set access over runs of several handles: priced per

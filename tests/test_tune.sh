@@ -131,6 +131,10 @@ refuse() { # WHAT ARGS...: exit 2, one line on stderr, nothing on stdout
     echo "ok: $what: $(cat "$tmp/err")"
 }
 
+says() { # PATTERN: the last refusal's line matches it (grep -E)
+    grep -qE -- "$1" "$tmp/err" || fail "expected '$1', got: $(cat "$tmp/err")"
+}
+
 refusals() {
     local t=traces/samples/torch_mlp_sweep_default.trace
     printf 'a 1 100 0 0\nz nonsense\n' >"$tmp/bad.trace"
@@ -141,13 +145,26 @@ refusals() {
     refuse "unconvertible snapshot" "$tmp/bad.pickle"
     refuse "two inputs" "$t" "$t"
     refuse "unknown option" "$t" --bugdet 1GiB
+    refuse "unknown option, last" "$t" --nosuch
+    says 'unknown option --nosuch'
+    refuse "an option twice" "$t" --for torch --for cupy
+    says '^cumembench tune: --for is given twice'
+    refuse "a flag twice" "$t" --json --budget 4GiB --json
+    says '^cumembench tune: --json is given twice'
     refuse "bad budget" "$t" --budget 12XB
     refuse "zero budget" "$t" --budget 0
+    says '--budget 0: must be above 0'
+    refuse "budget too large" "$t" --budget 99999999999999999999
+    says '--budget 99999999999999999999: too large'
     refuse "budget without a value" "$t" --budget
+    says '--budget needs a value'
     refuse "unknown framework" "$t" --for tensorflow
     refuse "unknown objective" "$t" --objective fastest
     refuse "bad passes" "$t" --passes 0
     refuse "missing cost file" "$t" --costs "$tmp/none.json"
+    says "^cumembench tune: cost file $tmp/none.json: No such file or directory\$"
+    refuse "cost file a directory" "$t" --costs "$tmp"
+    says 'not a regular file'
     refuse "verify without --" "$t" --verify python3 x.py
     refuse "verify with no GPU" "$t" --verify -- python3 -c pass
     refuse "recorded setting that cannot run" "$t" --recorded torch-caching:max_split_size_mb=5
