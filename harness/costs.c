@@ -183,33 +183,6 @@ static int has_costs(const char *dir, const struct dirent *e)
     return e->d_name[0] != '.' && access(probe, R_OK) == 0;
 }
 
-/* The committed cost file (results/<gpu>/costs.json) whose directory
- * shares the longest prefix with the slug `want`: its path, and the
- * prefix's length in *shared. -1 when none is committed. */
-static int closest_cost_file(const char *want, char *path, size_t len, size_t *shared)
-{
-    char dir[600], best[256] = "";
-    size_t best_n = 0;
-    struct dirent **list;
-    int n = cost_dirs(dir, sizeof dir, &list);
-    if (n < 0)
-        return -1;
-    for (int i = 0; i < n; i++) {
-        size_t k = shared_prefix(list[i]->d_name, want);
-        if (has_costs(dir, list[i]) && (k > best_n || !best[0])) {
-            best_n = k;
-            snprintf(best, sizeof best, "%s", list[i]->d_name);
-        }
-        free(list[i]);
-    }
-    free(list);
-    if (!best[0])
-        return -1;
-    snprintf(path, len, "%s/%s/costs.json", dir, best);
-    *shared = best_n;
-    return 0;
-}
-
 /* 1 when the slug `want` is the words `words`, then nothing or more words. */
 static int starts_with_words(const char *want, const char *words)
 {
@@ -229,9 +202,12 @@ static size_t names_gpu(const char *dir, const char *want)
     return dash && starts_with_words(want, dash + 1) ? strlen(dash + 1) : 0;
 }
 
-/* The committed cost file of the GPU the slug `want` names (names_gpu; the
- * most specific directory when several do): its path, -1 when none. */
-static int named_cost_file(const char *want, char *path, size_t len)
+/* The committed cost file (results/<gpu>/costs.json) whose directory
+ * scores highest against the slug `want` (the first in name order on a
+ * tie): its path and score. With `any`, a directory scoring 0 still
+ * counts; without, -1 when none scores above 0, as when none is committed. */
+static int best_cost_file(const char *want, size_t (*score)(const char *dir, const char *want), int any,
+                          char *path, size_t len, size_t *best_score)
 {
     char dir[600], best[256] = "";
     size_t best_n = 0;
@@ -240,8 +216,8 @@ static int named_cost_file(const char *want, char *path, size_t len)
     if (n < 0)
         return -1;
     for (int i = 0; i < n; i++) {
-        size_t k = names_gpu(list[i]->d_name, want);
-        if (k > best_n && has_costs(dir, list[i])) {
+        size_t k = score(list[i]->d_name, want);
+        if ((k > best_n || (any && !best[0])) && has_costs(dir, list[i])) {
             best_n = k;
             snprintf(best, sizeof best, "%s", list[i]->d_name);
         }
@@ -251,7 +227,23 @@ static int named_cost_file(const char *want, char *path, size_t len)
     if (!best[0])
         return -1;
     snprintf(path, len, "%s/%s/costs.json", dir, best);
+    *best_score = best_n;
     return 0;
+}
+
+/* The committed cost file whose directory shares the longest prefix with
+ * `want`; the prefix's length in *shared. */
+static int closest_cost_file(const char *want, char *path, size_t len, size_t *shared)
+{
+    return best_cost_file(want, shared_prefix, 1, path, len, shared);
+}
+
+/* The committed cost file of the GPU the slug `want` names (names_gpu; the
+ * most specific directory when several do). */
+static int named_cost_file(const char *want, char *path, size_t len)
+{
+    size_t named;
+    return best_cost_file(want, names_gpu, 0, path, len, &named);
 }
 
 int cmb_costs_default_path(const char *gpu_model, char *path, size_t len)

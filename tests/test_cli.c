@@ -206,22 +206,30 @@ static void out_with_control_characters(void **state)
     assert_int_equal(atoi(out), 0);
 }
 
+/* `args` (with "--out DIR/o" appended) is refused: exit 2, one line holding
+ * `expect`, and no run directory. */
+static void refused_before_running(const char *dir, const char *args, const char *expect)
+{
+    char full[1200], out[8192], o[600];
+    snprintf(full, sizeof full, "%s --out %s/o", args, dir);
+    int rc = cmb_test_run(full, out, sizeof out);
+    if (rc != 2 || !strstr(out, expect) || count_lines(out) != 1)
+        fail_msg("%s: exit %d: %s", full, rc, out);
+    snprintf(o, sizeof o, "%s/o", dir);
+    assert_false(cmb_test_exists(o));
+}
+
+#define SMALL_CHURN                                                                                                    \
+    "--mode sim --quiet --scenario churn --allocator bfc --param n=10 --param max_size=1MiB "                         \
+    "--param checkerboard=false --param dist=uniform"
+
 /* --record-trace into a place it cannot write: refused before the case
  * runs (the case ran and its measurements were thrown away). */
 static void record_trace_unwritable(void **state)
 {
     (void)state;
-    char args[1024], out[8192];
-    const char *dir = cmb_test_tmpdir();
-    snprintf(args, sizeof args,
-             "--mode sim --quiet --scenario churn --allocator bfc --param n=10 --param max_size=1MiB "
-             "--param checkerboard=false --param dist=uniform --record-trace /proc/nope/x.trace --out %s/o", dir);
-    int rc = cmb_test_run(args, out, sizeof out);
-    if (rc != 2 || !strstr(out, "--record-trace: cannot write /proc/nope/x.trace") || count_lines(out) != 1)
-        fail_msg("exit %d: %s", rc, out);
-    char o[600];
-    snprintf(o, sizeof o, "%s/o", dir);
-    assert_false(cmb_test_exists(o));
+    refused_before_running(cmb_test_tmpdir(), SMALL_CHURN " --record-trace /proc/nope/x.trace",
+                           "--record-trace: cannot write /proc/nope/x.trace");
 }
 
 /* A replay of a trace that holds no allocation (only its header line):
@@ -229,19 +237,14 @@ static void record_trace_unwritable(void **state)
 static void replay_without_allocations(void **state)
 {
     (void)state;
-    char cmd[1024], args[1024], out[8192], o[600];
+    char cmd[1024], args[1024], out[8192];
     const char *dir = cmb_test_tmpdir();
     snprintf(cmd, sizeof cmd, "head -1 %s/traces/samples/torch_mlp_sweep_default.trace >%s/h.trace", cmb_test_src(),
              dir);
     assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
-    snprintf(args, sizeof args,
-             "--mode sim --quiet --scenario replay --allocator cmb --param trace=%s/h.trace --repetitions 1 --out %s/o",
-             dir, dir);
-    int rc = cmb_test_run(args, out, sizeof out);
-    if (rc != 2 || !strstr(out, "h.trace: no allocations to replay") || count_lines(out) != 1)
-        fail_msg("exit %d: %s", rc, out);
-    snprintf(o, sizeof o, "%s/o", dir);
-    assert_false(cmb_test_exists(o));
+    snprintf(args, sizeof args, "--mode sim --quiet --scenario replay --allocator cmb --param trace=%s/h.trace "
+             "--repetitions 1", dir);
+    refused_before_running(dir, args, "h.trace: no allocations to replay");
 }
 
 /* --record-trace never replaces an existing file (as --out never writes
@@ -249,21 +252,15 @@ static void replay_without_allocations(void **state)
 static void record_trace_exists(void **state)
 {
     (void)state;
-    char cmd[1024], args[1024], out[8192], o[600];
+    char cmd[1024], args[1024], out[8192];
     const char *dir = cmb_test_tmpdir();
     snprintf(cmd, sizeof cmd, "echo keep >%s/x.trace", dir);
     assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
-    snprintf(args, sizeof args,
-             "--mode sim --quiet --scenario churn --allocator bfc --param n=10 --param max_size=1MiB "
-             "--param checkerboard=false --param dist=uniform --record-trace %s/x.trace --out %s/o", dir, dir);
-    int rc = cmb_test_run(args, out, sizeof out);
-    if (rc != 2 || !strstr(out, "x.trace already exists") || count_lines(out) != 1)
-        fail_msg("exit %d: %s", rc, out);
+    snprintf(args, sizeof args, SMALL_CHURN " --record-trace %s/x.trace", dir);
+    refused_before_running(dir, args, "x.trace already exists");
     snprintf(cmd, sizeof cmd, "cat %s/x.trace", dir);
     assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
     assert_string_equal(out, "keep\n");
-    snprintf(o, sizeof o, "%s/o", dir);
-    assert_false(cmb_test_exists(o));
 }
 
 static void out_already_holds_results(void **state)

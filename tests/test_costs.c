@@ -330,26 +330,23 @@ static void cli_options_choose_the_file(void **state)
     assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
     assert_string_equal(out, "1\n");
     /* CMB_GPU_MODEL as nvidia-smi names the card (tune and replay without --gpu-model): each card its own
-     * file (the name was once compared unslugged, so both got the directory's first) */
-    const char *cards[][2] = {{"NVIDIA H200", "nvidia-h200"}, {"NVIDIA H100 80GB HBM3", "nvidia-h100"}};
-    for (int i = 0; i < 2; i++) {
+     * file (the name was once compared unslugged, so both got the directory's first); --gpu-model without
+     * the vendor's word names the card too. A name that only shares letters with a committed one ("n" was
+     * once read as nvidia-h100) is refused below in one line naming the committed ones. */
+    const struct {
+        int option; /* --gpu-model, else CMB_GPU_MODEL */
+        const char *name, *slug;
+    } cards[] = {{0, "NVIDIA H200", "nvidia-h200"}, {0, "NVIDIA H100 80GB HBM3", "nvidia-h100"},
+                 {1, "H100", "nvidia-h100"},         {1, "h200", "nvidia-h200"}};
+    for (int i = 0; i < 4; i++) {
+        char env[160] = "", opt[160] = "";
+        snprintf(cards[i].option ? opt : env, sizeof env, cards[i].option ? "--gpu-model '%s'" : "CMB_GPU_MODEL='%s'",
+                 cards[i].name);
         snprintf(cmd, sizeof cmd,
-                 "cd %s && env -u CMB_COSTS CMB_GPU_MODEL='%s' \"$CMB_BIN\" --mode sim --scenario replay "
-                 "--allocator cuda --param trace=traces/samples/churn_small.trace --param find_min_capacity=false "
-                 "--repetitions 1 --out %s/h%d 2>&1 | grep -c 'predicted from .*results/%s/costs.json'",
-                 cmb_test_src(), cards[i][0], dir, i, cards[i][1]);
-        assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
-        assert_string_equal(out, "1\n");
-    }
-    /* --gpu-model without the vendor's word names the card too; a name that only shares letters with a
-     * committed one ("n" was once read as nvidia-h100) is refused in one line naming the committed ones */
-    const char *short_names[][2] = {{"H100", "nvidia-h100"}, {"h200", "nvidia-h200"}};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "cd %s && env -u CMB_COSTS \"$CMB_BIN\" --mode sim --scenario replay --allocator cuda "
+                 "cd %s && env -u CMB_COSTS %s \"$CMB_BIN\" --mode sim --scenario replay --allocator cuda "
                  "--param trace=traces/samples/churn_small.trace --param find_min_capacity=false --repetitions 1 "
-                 "--gpu-model '%s' --out %s/s%d 2>&1 | grep -c 'predicted from .*results/%s/costs.json'",
-                 cmb_test_src(), short_names[i][0], dir, i, short_names[i][1]);
+                 "%s --out %s/h%d 2>&1 | grep -c 'predicted from .*results/%s/costs.json'",
+                 cmb_test_src(), env, opt, dir, i, cards[i].slug);
         assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
         assert_string_equal(out, "1\n");
     }
