@@ -136,8 +136,11 @@
  * granularity), chunk (pages per handle, default 4: 8 MiB handles with 2 MiB
  * pages; 0 = a whole growth in one handle), fresh (allocations, default 0:
  * off; a growth avoids the pages the budget moved within that many, where
- * another place fits, so that fewer maps wait for work on an old mapping).
- * See docs/cmb.md.
+ * another place fits, so that fewer maps wait for work on an old mapping),
+ * layout (a trace recorded from the program, default none: its allocations
+ * laid out ahead by allocators/cmb_layout.c in one range mapped once, where
+ * the requests that repeat the recording go; STAlloc's plan, online only in
+ * the matching). See docs/cmb.md.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -151,6 +154,7 @@
 #include "../common/cmb_objpool.h"
 #include "../common/cmb_rbtree.h"
 #include "cmb_allocator.h"
+#include "cmb_layout.h"
 #include "options.h"
 
 /* --- constants ------------------------------------------------------------- */
@@ -192,9 +196,13 @@
 /* ranges the budget moved pages out of, remembered for the growths that follow */
 #define CMB_MOVED_RING 64
 #define CMB_FRESH_DEFAULT "0"
+/* with a layout, a request may skip this many of the recording's
+ * allocations it does not repeat (a tensor the recorded run made and this
+ * one does not) and still take its planned place */
+#define CMB_LAY_LOOKAHEAD 16
 
 enum { B_LIVE = 1, B_BINNED, B_FREE, B_HOLE };
-enum { H_SMALL, H_LARGE, N_HEAPS };
+enum { H_SMALL, H_LARGE, N_HEAPS, H_LAYOUT = N_HEAPS };
 
 /* --- data ------------------------------------------------------------------ */
 
@@ -268,6 +276,12 @@ typedef struct cmb_cmb_counters {
     uint64_t parked_after;    /* park_after calls: moved behind the stream's
                                  own work, with no synchronization          */
     uint64_t arenas;          /* virtual ranges reserved                     */
+    uint64_t lay_hits;        /* layout: allocations served at their planned place */
+    uint64_t lay_misses;      /* of another size than the recording's next ones */
+    uint64_t lay_refused;     /* planned place still in use (or its free not
+                                 yet ordered for this stream)                  */
+    uint64_t lay_skipped;     /* recorded allocations passed over             */
+    uint64_t lay_dropped;     /* 1 when the device could not hold the layout  */
     uint64_t hwm_pages;       /* high-water mark of needed pages             */
     uint64_t mapped_pages;    /* pages held now                              */
     uint64_t cached_pages;    /* of which serve no live block                */
@@ -305,6 +319,15 @@ typedef struct cmbx {
     struct moved { const arena *ar; uint64_t lo, hi, at; } moved[CMB_MOVED_RING];
     unsigned n_moved;
     uint64_t fresh;
+    /* a layout planned from a recording (option layout); lay is NULL when off */
+    const cmb_layout *lay;
+    uintptr_t lay_base;       /* the offsets count from here; [base, base + lay_bytes) is mapped once */
+    uint64_t lay_bytes;
+    int lay_mapped;
+    void *lay_va;             /* the reservation as the upstream gave it */
+    uint64_t lay_va_size;
+    size_t lay_next;          /* the recording's allocation expected next */
+    cmb_rbtree lay_occ;       /* blocks in the range by ptr: live, or freed and not yet covered again */
     CMB_DEBUG_ONLY(uint64_t ops;)
     char err[256];
 } cmbx;
@@ -1413,6 +1436,188 @@ static cmb_status grow(cmbx *a, int hp, uint64_t s, size_t size, sstream *ss, vo
 
 /* --- allocate / deallocate ------------------------------------------------------------- */
 
+/* --- a layout planned from a recording (option layout) ---------------------------------
+ * Every allocation of a recorded trace has a place in one range, laid out
+ * ahead (allocators/cmb_layout.c) and mapped once, so a run that repeats the
+ * recording makes no upstream call for it. A request takes the place of the
+ * recording's next allocation of its rounded size within
+ * CMB_LAY_LOOKAHEAD, the recording's allocations before it passed over; the
+ * end of the recording starts it again (a replayed pass). The place is taken
+ * only when no live block lies in it and every freed one there is ordered
+ * for this stream, as a free block of the heaps would be; any other request
+ * takes cmb's own path. Freed blocks stay in lay_occ, with the stream order
+ * of their free, until a new block covers them. */
+
+static int occ_cmp(const cmb_rbnode *x, const cmb_rbnode *y)
+{
+    const blk *p = BLK(x), *q = BLK(y);
+    return p->ptr < q->ptr ? -1 : p->ptr > q->ptr;
+}
+
+static int occ_keycmp(const void *key, const cmb_rbnode *n)
+{
+    uintptr_t k = *(const uintptr_t *)key;
+    return k < BLK(n)->ptr ? -1 : k > BLK(n)->ptr;
+}
+
+/* May stream ss take [lo, hi)? Every block there must be freed and usable
+ * by ss (frees on other streams harvested once). 1, and the freed blocks
+ * there dropped, when it may. */
+static int lay_clear(cmbx *a, uintptr_t lo, uintptr_t hi, sstream *ss)
+{
+    uintptr_t last = hi - 1;
+    int harvested = 0;
+    cmb_rbnode *n = cmb_rb_floor(&a->lay_occ, &last, occ_keycmp);
+    for (cmb_rbnode *m = n; m && blk_end(BLK(m)) > lo; m = cmb_rb_prev(m)) {
+        blk *b = BLK(m);
+        if (b->state == B_LIVE)
+            return 0;
+        if (!usable(b, ss) && (harvested++ || !harvest(a) || !usable(b, ss)))
+            return 0;
+    }
+    while (n && blk_end(BLK(n)) > lo) {
+        cmb_rbnode *p = cmb_rb_prev(n);
+        cmb_rb_erase(&a->lay_occ, n);
+        cmb_objpool_put(&a->pool, BLK(n));
+        n = p;
+    }
+    return 1;
+}
+
+/* The recording's next allocation of rounded size s within the lookahead,
+ * or SIZE_MAX. */
+static size_t lay_match(cmbx *a, uint64_t s)
+{
+    const cmb_layout *l = a->lay;
+    size_t k = a->lay_next == l->n ? 0 : a->lay_next;
+    size_t end = l->n - k > CMB_LAY_LOOKAHEAD ? k + CMB_LAY_LOOKAHEAD : l->n;
+    for (size_t j = k; j < end; j++) {
+        if (l->size[j] == s) {
+            a->ctr.lay_skipped += j - k;
+            a->lay_next = j + 1;
+            return j;
+        }
+    }
+    return SIZE_MAX;
+}
+
+static int lay_map(cmbx *a);
+
+/* 1 with *ptr at the request's planned place, 0 to take cmb's own path. */
+static int lay_alloc(cmbx *a, uint64_t s, size_t size, sstream *ss, void **ptr)
+{
+    size_t j = lay_match(a, s);
+    if (j == SIZE_MAX) {
+        a->ctr.lay_misses++;
+        return 0;
+    }
+    if (!a->lay_mapped && !lay_map(a))
+        return 0;
+    uintptr_t lo = a->lay_base + a->lay->off[j];
+    if (!lay_clear(a, lo, lo + s, ss)) {
+        a->ctr.lay_refused++;
+        return 0;
+    }
+    blk *b = cmb_objpool_get(&a->pool);
+    if (!b)
+        return 0;
+    memset(b, 0, sizeof *b);
+    b->ptr = lo;
+    b->size = s;
+    b->owner = ss;
+    b->state = B_LIVE;
+    b->heap = H_LAYOUT;
+    if (cmb_hashmap_put(&a->live, (uint64_t)lo, (uint64_t)(uintptr_t)b)) {
+        cmb_objpool_put(&a->pool, b);
+        return 0;
+    }
+    cmb_rb_insert(&a->lay_occ, &b->node, occ_cmp);
+    count_alloc(a, b, size);
+    a->ctr.lay_hits++;
+    *ptr = (void *)lo;
+    return 1;
+}
+
+/* Block b of the range freed on fs: it stays where it is, with the stream
+ * order of its free, until a new block covers it. */
+static void lay_free(cmbx *a, blk *b, sstream *fs)
+{
+    if (fs == b->owner) {
+        b->also = NULL;
+    } else {
+        b->owner->last_free = b->seq;
+        b->also = b->owner;
+        b->owner = fs;
+    }
+    b->state = B_FREE;
+    cmb_hashmap_remove(&a->live, (uint64_t)b->ptr, NULL);
+}
+
+/* Lays out the recording at path and reserves its range; the first block
+ * placed in it maps the whole range, in one upstream call (lay_map). */
+static cmb_status lay_open(cmbx *a, const char *path, char *err, size_t errlen)
+{
+    char why[448];
+    cmb_status st;
+    if (!(a->lay = cmb_layout_get(path, CMB_ROUND, why, sizeof why))) {
+        snprintf(err, errlen, "cmb: layout: %s", why);
+        return CMB_ERR_INVALID;
+    }
+    a->lay_bytes = round_up(a->lay->top, a->page);
+    a->lay_va_size = a->lay_bytes + (a->page > a->up->granularity ? a->page : 0);
+    if ((st = cmb_up_va_reserve(a->up, a->lay_va_size, &a->lay_va)) != CMB_OK) {
+        snprintf(err, errlen, "cmb: layout: cannot reserve %llu B of address space",
+                 (unsigned long long)a->lay_va_size);
+        goto out_free;
+    }
+    a->lay_base = round_up((uintptr_t)a->lay_va, a->page);
+    cmb_rb_init(&a->lay_occ);
+    return CMB_OK;
+
+out_free:
+    cmb_layout_put(a->lay);
+    a->lay = NULL;
+    return st;
+}
+
+/* Maps the whole range at the first planned place taken. Where the device
+ * cannot hold it even with the heaps' cache released, the layout is
+ * dropped (lay_dropped) and every request takes cmb's own path: a device
+ * too small for the plan still runs what fits without it. 1 when mapped. */
+static int lay_map(cmbx *a)
+{
+    cmb_status st = cmb_up_map(a->up, (void *)a->lay_base, a->lay_bytes);
+    if (st == CMB_ERR_OOM && release_all(a) == CMB_OK)
+        st = cmb_up_map(a->up, (void *)a->lay_base, a->lay_bytes);
+    if (st != CMB_OK) {
+        cmb_up_va_release(a->up, a->lay_va, a->lay_va_size);
+        cmb_layout_put(a->lay);
+        a->lay = NULL;
+        a->ctr.lay_dropped++;
+        return 0;
+    }
+    a->lay_mapped = 1;
+    a->ctr.map_calls++;
+    a->st.upstream_allocs++;
+    return 1;
+}
+
+/* Unmaps and releases the range; the blocks in it go with the pool. */
+static cmb_status lay_close(cmbx *a)
+{
+    if (!a->lay)
+        return CMB_OK;
+    cmb_status first = a->lay_mapped ? cmb_up_unmap(a->up, (void *)a->lay_base, a->lay_bytes) : CMB_OK;
+    if (a->lay_mapped && first == CMB_OK) {
+        a->ctr.unmap_calls++;
+        a->st.upstream_frees++;
+    }
+    cmb_status st = cmb_up_va_release(a->up, a->lay_va, a->lay_va_size);
+    cmb_layout_put(a->lay);
+    a->lay = NULL;
+    return first != CMB_OK ? first : st;
+}
+
 static void validate(cmbx *a);
 
 static cmb_status alloc_slow(cmbx *a, uint64_t s, size_t size, sstream *ss, void **ptr)
@@ -1463,6 +1668,8 @@ static cmb_status allocate_locked(void *state, size_t size, cmb_stream stream, v
     if (!ss)
         return CMB_ERR_HOST_NOMEM;
     CMB_DEBUG_ONLY(if (++a->ops % CMB_VALIDATE_EVERY == 0) validate(a);)
+    if (a->lay && lay_alloc(a, s, size, ss, ptr))
+        return CMB_OK;
     bin *bn = &ss->bins[bin_index(s)];
     if (bn->head && bn->size == s) {
         blk *b = bn->head;
@@ -1506,6 +1713,10 @@ static cmb_status deallocate_locked(void *state, void *ptr, size_t size, cmb_str
     cmb_stat_decrease(&a->st.blocks, 1);
     b->seq = ++a->seq;
     fs->last_free = b->seq;
+    if (b->heap == H_LAYOUT) {
+        lay_free(a, b, fs);
+        return CMB_OK;
+    }
     if (fs == b->owner) {
         if (a->use_bins) {
             unsigned i = bin_index(b->size);
@@ -1629,6 +1840,7 @@ static cmb_status cmb_destroy(void *state)
     cmb_status first = CMB_OK;
     /* the caller no longer uses the memory (the harness synchronizes the
      * device first): every page goes, live or cached */
+    first = lay_close(a);
     for (int hp = 0; hp < N_HEAPS; hp++) {
         heap *h = &a->heaps[hp];
         for (size_t i = 0; i < h->n_arenas; i++) {
@@ -1715,6 +1927,25 @@ static void validate_arena(cmbx *a, const arena *ar, uint64_t *count)
     }
 }
 
+/* The layout's range: its blocks in order, none overlapping, inside it;
+ * the live ones counted with the heaps'. */
+static void validate_layout(cmbx *a, uint64_t *count)
+{
+    uintptr_t at = a->lay_base;
+    for (cmb_rbnode *n = cmb_rb_first(&a->lay_occ); n; n = cmb_rb_next(n)) {
+        blk *b = BLK(n);
+        uint64_t v = 0;
+        cmb_assert_internal(b->heap == H_LAYOUT && b->ptr >= at && blk_end(b) <= a->lay_base + a->lay_bytes);
+        cmb_assert_internal(b->state == B_LIVE || b->state == B_FREE);
+        if (b->state == B_LIVE) {
+            cmb_assert_internal(cmb_hashmap_get(&a->live, b->ptr, &v) && v == (uint64_t)(uintptr_t)b);
+            count[3]++;
+            count[4] += b->size;
+        }
+        at = blk_end(b);
+    }
+}
+
 static void validate(cmbx *a)
 {
     /* holes, free, cached, live, allocated, binned, mapped */
@@ -1722,6 +1953,8 @@ static void validate(cmbx *a)
     for (int hp = 0; hp < N_HEAPS; hp++)
         for (size_t i = 0; i < a->heaps[hp].n_arenas; i++)
             validate_arena(a, a->heaps[hp].arenas[i], count);
+    if (a->lay)
+        validate_layout(a, count);
     uint64_t binned = 0;
     for (size_t i = 0; i < a->n_streams; i++) {
         sstream *s = a->streams[i];
@@ -1739,7 +1972,8 @@ static void validate(cmbx *a)
     cmb_assert_internal(count[2] == a->cached_pages && count[6] == a->mapped_pages);
     cmb_assert_internal((int64_t)count[3] == a->st.blocks.current && (int64_t)count[4] == a->st.allocated.current);
     cmb_assert_internal(count[5] == binned && count[3] + count[5] == a->live.count);
-    cmb_assert_internal(a->mapped_pages << a->shift == (uint64_t)a->up->stats.held_current);
+    cmb_assert_internal((a->mapped_pages << a->shift) + (a->lay_mapped ? a->lay_bytes : 0) ==
+                        (uint64_t)a->up->stats.held_current);
     cmb_assert_internal(needed_pages(a) <= a->hwm_pages);
 }
 #else
@@ -1771,6 +2005,9 @@ static const cmb_option_decl cmb_options_decl[] = {
     CMB_OPTION("fresh", CMB_OPT_INT, CMB_FRESH_DEFAULT, "0", "1048576", "allocations",
                "a growth avoids pages the budget moved away within this many allocations, where another place "
                "fits (their old work may still run: mapping there again would wait for it); 0: off"),
+    CMB_OPTION("layout", CMB_OPT_STRING, "(none)", NULL, NULL, NULL,
+               "a trace recorded from this program: its allocations laid out ahead in one range mapped once, "
+               "where the requests that repeat it go (the path may hold neither ':' nor '@')"),
     CMB_OPTION_END};
 
 static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **state)
@@ -1841,6 +2078,14 @@ static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **sta
     a->chunk_pages = chunk ? chunk : UINT64_MAX;
     a->fresh = fresh;
     a->use_bins = bins;
+    const char *layout = cmb_opt_str(&o, "layout");
+    if (layout && *layout && (st = lay_open(a, layout, cfg->error, cfg->error_len)) != CMB_OK) {
+        cmb_hashmap_free(&a->live);
+        cmb_objpool_destroy(&a->pool);
+        pthread_mutex_destroy(&a->lock);
+        free(a);
+        return st;
+    }
     for (int hp = 0; hp < N_HEAPS; hp++) {
         cmb_rb_init(&a->heaps[hp].free);
         cmb_rb_init(&a->heaps[hp].holes);

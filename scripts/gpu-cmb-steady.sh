@@ -43,6 +43,13 @@
 #                     e2e-steady.py's programs no sample trace was recorded
 #                     from: gpt (24 steps: 6 shapes, 4 times), moe and unet
 #                     (20 steps: 4 shapes 5 times, 5 sizes 4 times).
+#                     CMB_STEADY_MODES (default "native-default
+#                     native-expandable cmb") picks the modes; "cmb-layout"
+#                     first records each program once through the library
+#                     (torch-expandable@vmm, CMB_TRACE, its first run: the
+#                     profiling run, not timed) into OUT_DIR/e2e-rec/, then
+#                     runs it under cmb:layout=THAT_TRACE@vmm (docs/cmb.md,
+#                     "A layout planned from a recording").
 #   OUT_DIR/log.txt   everything the runs printed
 # CMB_STEADY_PARTS (default "e2e" on a GPU, "replay" with --sim) picks the
 # parts: the replays over vmm ("replay") go in a separate call into the
@@ -87,6 +94,12 @@ budget=${CMB_STEADY_BUDGET:-420}
 case "$runs$budget$reps$first" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_STEADY_BUDGET, CMB_STEADY_REPS and CMB_STEADY_FIRST_RUN must be numbers" >&2; exit 2 ;; esac
 [ "${reps:-1}" -gt 0 ] || { echo "$0: CMB_STEADY_REPS must be at least 1" >&2; exit 2; }
 cmb_programs CMB_STEADY_PROGRAMS "transformer convnet llm_decode gpt moe unet" "transformer convnet llm_decode"
+modes=$(echo "${CMB_STEADY_MODES:-native-default native-expandable cmb}" | tr , ' ')
+for m in $modes; do
+    case $m in native-default | native-expandable | cmb | cmb-layout) ;;
+    *) echo "$0: CMB_STEADY_MODES: unknown mode $m (native-default, native-expandable, cmb, cmb-layout)" >&2; exit 2 ;;
+    esac
+done
 if [ $mode = gpu ]; then
     allocators="cmb@vmm,torch-expandable@vmm,torch-caching"
     find_min=false
@@ -130,10 +143,27 @@ cat "$out/replay.md"
 if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; then
     mkdir -p "$out/e2e"
     start=$(date +%s)
+    steps_of() { case $1 in transformer | llm_decode | gpt) echo 24 ;; convnet) echo 18 ;; moe | unet) echo 20 ;; esac; }
+    case " $modes " in *" cmb-layout "*)
+        case "$out" in *[:@]*) echo "$0: cmb-layout: OUT_DIR $out holds ':' or '@', which end a layout path in an allocator spec" >&2; exit 2 ;; esac
+        # the profiling run of each program: its trace is the layout the cmb-layout runs follow
+        mkdir -p "$out/e2e-rec"
+        for program in $programs; do
+            rec="$out/e2e-rec/$program"
+            [ -f "$rec.trace" ] && continue # a later call adding runs reuses it
+            echo "== e2e $program record ($(steps_of $program) steps)" | tee -a "$log" >&2
+            env -u PYTORCH_CUDA_ALLOC_CONF CMB_TRACE="$rec.trace" python3 scripts/e2e-steady.py run --program $program \
+                --steps "$(steps_of $program)" --policy torch-expandable@vmm --lib "$lib" --out "$rec.json" >"$rec.log" 2>&1
+            rc=$?
+            echo "   exit $rc, $(($(date +%s) - start)) s into the e2e part" | tee -a "$log" >&2
+            [ $rc -ne 0 ] && status=1
+        done
+        ;;
+    esac
     for r in $(seq "$first" $((first + runs - 1))); do
         for program in $programs; do
-            case $program in transformer | llm_decode | gpt) steps=24 ;; convnet) steps=18 ;; moe | unet) steps=20 ;; esac
-            for m in native-default native-expandable cmb; do
+            steps=$(steps_of $program)
+            for m in $modes; do
                 base="$out/e2e/$program-$m-$r"
                 if [ $(($(date +%s) - start)) -gt "$budget" ]; then
                     echo "skipped: $program $m run $r (past CMB_STEADY_BUDGET=${budget}s)" | tee -a "$log" "$out/e2e/skipped.txt" >&2
@@ -148,6 +178,9 @@ if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; th
                     run --program $program --steps $steps --out "$base.json" >"$base.log" 2>&1 ;;
                 cmb) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run --program $program \
                     --steps $steps --policy cmb@vmm --lib "$lib" --out "$base.json" >"$base.log" 2>&1 ;;
+                cmb-layout) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run --program $program \
+                    --steps $steps --policy "cmb:layout=$out/e2e-rec/$program.trace@vmm" --lib "$lib" \
+                    --out "$base.json" >"$base.log" 2>&1 ;;
                 esac
                 rc=$?
                 echo "   exit $rc, $(($(date +%s) - start)) s into the e2e part" | tee -a "$log" >&2
