@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cmb_steady_table.py REPLAY_CSV[,REPLAY_CSV...] [CHURN_CSV] - the tables of
+"""cmb_steady_table.py [--candidate PREFIX] REPLAY_CSV[,REPLAY_CSV...] [CHURN_CSV] - the tables of
 scripts/gpu-cmb-steady.sh: per sample trace and allocator, at passes=1 and
 passes=100, reserved/requested (peaks), the smallest device (sim), upstream
 calls (upstream_allocs + upstream_frees), driver calls (driver_calls), and
@@ -8,7 +8,10 @@ then churn's checkerboard capacity_ratio; then issue 26's goals for cmb,
 checked on every PyTorch sample trace (torch_*) against torch-expandable.
 Medians over repetitions. Several replay runs (the parts of one sweep run in
 separate calls) are read as one; an allocator's upstream suffix (cmb@vmm)
-counts as that allocator for the goals."""
+counts as that allocator for the goals. --candidate checks the goals for
+the allocator whose name starts with PREFIX instead of cmb (for
+cmb:layout=TRACE, the layout of another run of the program where the runs
+hold one, else the trace's own)."""
 import csv
 import os
 import statistics
@@ -94,15 +97,26 @@ def times(rows):
         print(f"| {trace} | {label} | {cols[0][0]} | {cols[1][0]} | {cols[0][1]} | {cols[1][1]} |")
 
 
-def goals(rows, out):
+def candidate(rows, t, prefix):
+    """The label checked for trace t: cmb, or the one starting with prefix
+    whose layout is another recording's where there is one."""
+    labels = sorted(label.split("@")[0] for (tr, label) in rows if tr == t and label.split("@")[0].startswith(prefix))
+    other = [x for x in labels if os.path.basename(x.split("@")[0][len(prefix):]) != t]
+    return (other or labels or [None])[0]
+
+
+def goals(rows, out, prefix="cmb"):
     """Issue 26's goals for cmb on the PyTorch sample traces: one line per
     goal and trace, the measured values and met / NOT met."""
-    out.append("\n| goal (issue 26) | trace | cmb | torch-expandable | met |")
+    exact = prefix == "cmb"
+    out.append(f"\n| goal (issue 26) | trace | {prefix if exact else prefix + '...'} | torch-expandable | met |")
     out.append("|---|---|---|---|---|")
-    traces = sorted({t for (t, label) in rows if t.startswith("torch_") and label.split("@")[0] == "cmb"})
+    traces = sorted({t for (t, label) in rows if t.startswith("torch_") and
+                     (label.split("@")[0] == "cmb" if exact else label.startswith(prefix))})
     n_met = n_all = 0
     for t in traces:
-        c, e = row_of(rows, t, "cmb"), row_of(rows, t, "torch-expandable") or {}
+        cand = "cmb" if exact else candidate(rows, t, prefix)
+        c, e = row_of(rows, t, cand), row_of(rows, t, "torch-expandable") or {}
         c1, c100, e1, e100 = c.get("1", {}), c.get("100", {}), e.get("1", {}), e.get("100", {})
         # the call goal names four workloads: none for the others (serving)
         lim = 50 if t.startswith("torch_transformer") else (
@@ -123,13 +137,18 @@ def goals(rows, out):
             n_met += met
             n_all += 1
             xs = "—" if x is None else format(x, fmt)
-            out.append(f"| {name} | {t} | {format(v, fmt)} | {xs} | {'met' if met else 'NOT met'} |")
+            who = "" if exact else f", layout {os.path.basename(cand.split('@')[0][len(prefix):])}"
+            out.append(f"| {name} | {t}{who} | {format(v, fmt)} | {xs} | {'met' if met else 'NOT met'} |")
     out.append(f"\n{n_met} of {n_all} checks met.")
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit("usage: cmb_steady_table.py REPLAY_CSV[,REPLAY_CSV...] [CHURN_CSV]")
+    prefix = "cmb"
+    if len(sys.argv) > 2 and sys.argv[1] == "--candidate":
+        prefix = sys.argv[2]
+        del sys.argv[1:3]
+    if len(sys.argv) not in (2, 3) or sys.argv[1].startswith("-") or not prefix:
+        sys.exit("usage: cmb_steady_table.py [--candidate PREFIX] REPLAY_CSV[,REPLAY_CSV...] [CHURN_CSV]")
     cells, failed = defaultdict(lambda: defaultdict(list)), []
     for path in sys.argv[1].split(","):
         if not os.path.isfile(path):
@@ -164,7 +183,7 @@ def main():
             print(f"| {label} | max_size={param(params, 'max_size')} | {f(med(cell, 'capacity_ratio'), '.4f')} | {f(r / q if r and q else None, '.4f')} |")
     times(rows)
     g = []
-    goals(rows, g)
+    goals(rows, g, prefix)
     print("\n".join(g))
     for line in failed:
         print(f"\nfailed: {line}")

@@ -143,7 +143,7 @@ cat "$out/replay.md"
 if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; then
     mkdir -p "$out/e2e"
     start=$(date +%s)
-    steps_of() { case $1 in transformer | llm_decode | gpt) echo 24 ;; convnet) echo 18 ;; moe | unet) echo 20 ;; esac; }
+    set_steps() { case $1 in transformer | llm_decode | gpt) steps=24 ;; convnet) steps=18 ;; moe | unet) steps=20 ;; esac; }
     case " $modes " in *" cmb-layout "*)
         case "$out" in *[:@]*) echo "$0: cmb-layout: OUT_DIR $out holds ':' or '@', which end a layout path in an allocator spec" >&2; exit 2 ;; esac
         # the profiling run of each program: its trace is the layout the cmb-layout runs follow
@@ -151,9 +151,10 @@ if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; th
         for program in $programs; do
             rec="$out/e2e-rec/$program"
             [ -f "$rec.trace" ] && continue # a later call adding runs reuses it
-            echo "== e2e $program record ($(steps_of $program) steps)" | tee -a "$log" >&2
+            set_steps $program
+            echo "== e2e $program record ($steps steps)" | tee -a "$log" >&2
             env -u PYTORCH_CUDA_ALLOC_CONF CMB_TRACE="$rec.trace" python3 scripts/e2e-steady.py run --program $program \
-                --steps "$(steps_of $program)" --policy torch-expandable@vmm --lib "$lib" --out "$rec.json" >"$rec.log" 2>&1
+                --steps $steps --policy torch-expandable@vmm --lib "$lib" --out "$rec.json" >"$rec.log" 2>&1
             rc=$?
             echo "   exit $rc, $(($(date +%s) - start)) s into the e2e part" | tee -a "$log" >&2
             [ $rc -ne 0 ] && status=1
@@ -162,7 +163,7 @@ if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; th
     esac
     for r in $(seq "$first" $((first + runs - 1))); do
         for program in $programs; do
-            steps=$(steps_of $program)
+            set_steps $program
             for m in $modes; do
                 base="$out/e2e/$program-$m-$r"
                 if [ $(($(date +%s) - start)) -gt "$budget" ]; then

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "common/cmb_hashmap.h"
+#include "support/cmb_counters.h"
 #include "support/conformance.h"
 #include "support/run.h"
 #include "traces/trace.h"
@@ -26,14 +27,6 @@
 #define S1 ((cmb_stream)(uintptr_t)1)
 #define S2 ((cmb_stream)(uintptr_t)2)
 
-/* Mirrors cmb_cmb_counters in allocators/alloc_cmb.c; the accessor returns
- * its size, checked in counters(). */
-typedef struct cmb_cmb_counters {
-    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, moved, events,
-        syncs, parked_after, arenas, lay_hits, lay_misses, lay_refused, lay_skipped, lay_dropped,
-        hwm_pages, mapped_pages, cached_pages;
-} cmb_cmb_counters;
-size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out);
 
 /* --- a small fixture -------------------------------------------------------------- */
 

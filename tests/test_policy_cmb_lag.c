@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "common/cmb_hashmap.h"
+#include "support/cmb_counters.h"
 #include "support/conformance.h"
 #include "support/run.h"
 #include "traces/trace.h"
@@ -36,13 +37,6 @@
 #define NS 3               /* streams of the random traffic */
 #define NEVER (UINT64_MAX / 2)
 
-/* Mirrors cmb_cmb_counters in allocators/alloc_cmb.c (size checked). */
-typedef struct cmb_cmb_counters {
-    uint64_t bin_hits, tree_hits, grows, map_calls, unmap_calls, budget_unmaps, over_budget, widened, moved, events,
-        syncs, parked_after, arenas,
-        hwm_pages, mapped_pages, cached_pages;
-} cmb_cmb_counters;
-size_t _cmb_cmb_counters(void *state, cmb_cmb_counters *out);
 
 /* --- a device that runs behind ------------------------------------------------------ */
 

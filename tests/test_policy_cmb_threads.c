@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -146,10 +147,13 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void concurrent_alloc_and_free(void **unused)
+/* THREADS threads allocate and free at once over one instance; `layout`
+ * names a layout trace (or NULL), whose range stays mapped after trim. */
+static void run_threads(const char *options, int layout)
 {
     cmb_upstream *up;
-    cmb_test_open("cmb", NULL, (uint64_t)4 << 30, NULL, &up, &m, &st);
+    errors = 0;
+    cmb_test_open("cmb", options, (uint64_t)4 << 30, NULL, &up, &m, &st);
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++)
         assert_int_equal(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t), 0);
@@ -165,16 +169,51 @@ static void concurrent_alloc_and_free(void **unused)
     assert_int_equal(s.blocks.current, 0);
     assert_true(s.requested.peak > 0);
     assert_int_equal(m->trim(st), CMB_OK);
-    assert_int_equal(up->stats.held_current, 0);
+    if (!layout)
+        assert_int_equal(up->stats.held_current, 0);
     assert_int_equal(m->destroy(st), CMB_OK);
+    assert_int_equal(up->stats.held_current, 0);
     assert_int_equal(cmb_upstream_misuse_count(up), 0);
     assert_int_equal(cmb_upstream_close(up), 0);
+}
+
+static void concurrent_alloc_and_free(void **unused)
+{
+    (void)unused;
+    run_threads(NULL, 0);
+}
+
+/* The same with a layout whose sizes the threads draw from (cmb:layout):
+ * requests take planned places, are refused them and miss them while
+ * other threads do the same. */
+static void concurrent_with_a_layout(void **unused)
+{
+    (void)unused;
+    char path[256], opts[300];
+    snprintf(path, sizeof path, "%s/cmb-threads-layout-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fprintf(f, "# cumembench-trace 1\n");
+    uint64_t x = 7;
+    for (int i = 0; i < 4000; i++) { /* the workers' small sizes, each freed two allocations later */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        fprintf(f, "a %d %llu 0 -\n", i, (unsigned long long)(512 + (x >> 20) % (256 * 1024)));
+        if (i >= 2)
+            fprintf(f, "f %d - 0 -\n", i - 2);
+    }
+    assert_int_equal(fclose(f), 0);
+    snprintf(opts, sizeof opts, "layout=%s", path);
+    run_threads(opts, 1);
+    unlink(path);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concurrent_alloc_and_free),
+        cmocka_unit_test(concurrent_with_a_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
