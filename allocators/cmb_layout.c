@@ -12,9 +12,11 @@
  *
  * Cost: the placed blocks whose lifetime overlaps a new one are found
  * through buckets of the event clock (a block is listed in every bucket its
- * lifetime touches), so a layout costs about the sum over blocks of the
- * blocks live beside them, times a sort: a fraction of a second on the
- * sample traces. Host memory only; nothing here touches a device.
+ * lifetime touches; one touching more than CMB_LAYOUT_LONG buckets is kept
+ * once, in a list sorted by offset that the walk for the lowest gap merges
+ * with the bucketed neighbours and leaves at the first gap), so a layout
+ * costs about the blocks live beside each block, times a sort. Host memory
+ * only; nothing here touches a device.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "../common/cmb_vec.h"
 #include "cmb_layout.h"
 
 /* --- blocks ------------------------------------------------------------------------------ */
@@ -35,7 +37,7 @@ typedef struct lblock {
 
 typedef struct bucket {
     uint32_t *id;
-    uint32_t n, cap;
+    size_t n, cap;
 } bucket;
 
 typedef struct span {
@@ -115,14 +117,8 @@ static int by_lo(const void *x, const void *y)
 
 static int bucket_push(bucket *q, uint32_t id)
 {
-    if (q->n == q->cap) {
-        uint32_t cap = q->cap ? q->cap * 2 : 8;
-        uint32_t *grown = realloc(q->id, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        q->id = grown;
-        q->cap = cap;
-    }
+    if (cmb_vec_room((void **)&q->id, &q->cap, q->n, sizeof *q->id, 8))
+        return -1;
     q->id[q->n++] = id;
     return 0;
 }
@@ -142,14 +138,8 @@ typedef struct layout_run {
  * counted in the first bucket both lifetimes touch). -1 on host memory. */
 static int near_push(layout_run *r, size_t k, uint64_t lo, uint64_t hi)
 {
-    if (k == r->cap_near) {
-        size_t cap = r->cap_near ? r->cap_near * 2 : 256;
-        span *grown = realloc(r->near, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        r->near = grown;
-        r->cap_near = cap;
-    }
+    if (cmb_vec_room((void **)&r->near, &r->cap_near, k, sizeof *r->near, 256))
+        return -1;
     r->near[k] = (span){lo, hi};
     return 0;
 }
@@ -238,7 +228,8 @@ static uint64_t lay_out(layout_run *r, const keyed *order, uint64_t *off)
         long m = overlapping(r, off, i);
         if (m < 0)
             return UINT64_MAX;
-        qsort(r->near, (size_t)m, sizeof *r->near, by_lo);
+        if (m > 1)
+            qsort(r->near, (size_t)m, sizeof *r->near, by_lo);
         uint64_t at = lowest_gap(r, off, x, m);
         off[i] = at;
         if (at + x->size > top)
@@ -277,16 +268,15 @@ static void order_keys(const lblock *b, size_t n, int which, keyed *out)
 
 int cmb_layout_plan(cmb_layout *l, const cmb_trace_loaded *t, uint64_t round, char *err, size_t errlen)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(l, 0, sizeof *l);
     lblock *b = NULL;
     keyed *order = NULL;
     uint64_t *off = NULL, *best = NULL;
     layout_run r = {0};
     size_t n = 0;
+    int rc = -1;
     if (t->n > UINT32_MAX || blocks_of(t, round, &b, &n, &l->peak))
-        goto out_nomem;
+        goto out;
     r.b = b;
     r.n = n;
     r.nq = t->n / 16 + 1 < 4096 ? t->n / 16 + 1 : 4096;
@@ -294,41 +284,30 @@ int cmb_layout_plan(cmb_layout *l, const cmb_trace_loaded *t, uint64_t round, ch
     order = malloc((n ? n : 1) * sizeof *order);
     off = malloc((n ? n : 1) * sizeof *off);
     best = malloc((n ? n : 1) * sizeof *best);
+    l->size = malloc((n ? n : 1) * sizeof *l->size);
     r.q = calloc(r.nq, sizeof *r.q);
-    if (!order || !off || !best || !r.q)
-        goto out_nomem;
+    if (!order || !off || !best || !l->size || !r.q)
+        goto out;
     l->top = UINT64_MAX;
     for (int w = 0; w < 3; w++) {
         order_keys(b, n, w, order);
         uint64_t top = lay_out(&r, order, off);
         if (top == UINT64_MAX)
-            goto out_nomem;
+            goto out;
         if (top < l->top) {
             l->top = top;
             l->order = order_names[w];
             memcpy(best, off, n * sizeof *off);
         }
     }
-    l->off = best;
-    best = NULL;
-    l->n = n;
-    if (!(l->size = malloc((n ? n : 1) * sizeof *l->size)))
-        goto out_nomem;
     for (size_t i = 0; i < n; i++)
         l->size[i] = b[i].size;
-    for (size_t q = 0; q < r.nq; q++)
-        free(r.q[q].id);
-    free(r.q);
-    free(r.longs.id);
-    free(r.near);
-    free(order);
-    free(off);
-    free(b);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    l->plan_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-    return 0;
+    l->off = best;
+    l->n = n;
+    best = NULL;
+    rc = 0;
 
-out_nomem:
+out:
     if (r.q)
         for (size_t q = 0; q < r.nq; q++)
             free(r.q[q].id);
@@ -339,9 +318,11 @@ out_nomem:
     free(off);
     free(best);
     free(b);
-    cmb_layout_free(l);
-    snprintf(err, errlen, "out of host memory laying out %zu allocations", n);
-    return -1;
+    if (rc) {
+        cmb_layout_free(l);
+        snprintf(err, errlen, "out of host memory laying out %zu allocations", n);
+    }
+    return rc;
 }
 
 int cmb_layout_from_trace(cmb_layout *l, const char *path, uint64_t round, char *err, size_t errlen)

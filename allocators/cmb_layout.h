@@ -20,7 +20,6 @@ typedef struct cmb_layout {
     uint64_t top;        /* the range's end: the highest offset + size                    */
     uint64_t peak;       /* the recording's peak of live rounded bytes                    */
     const char *order;   /* the greedy order that gave the lowest top                     */
-    double plan_ms;      /* host time the three layouts took                              */
 } cmb_layout;
 
 /* Lays out the allocations of a loaded trace with requests rounded up to
