@@ -2005,9 +2005,10 @@ static const cmb_option_decl cmb_options_decl[] = {
     CMB_OPTION("fresh", CMB_OPT_INT, CMB_FRESH_DEFAULT, "0", "1048576", "allocations",
                "a growth avoids pages the budget moved away within this many allocations, where another place "
                "fits (their old work may still run: mapping there again would wait for it); 0: off"),
-    CMB_OPTION("layout", CMB_OPT_STRING, "(none)", NULL, NULL, NULL,
-               "a trace recorded from this program: its allocations laid out ahead in one range mapped once, "
-               "where the requests that repeat it go (the path may hold neither ':' nor '@')"),
+    CMB_OPTION_EX("layout", CMB_OPT_STRING, "(none)", NULL, NULL, NULL,
+                  "a trace recorded from this program: its allocations laid out ahead in one range mapped once, "
+                  "where the requests that repeat it go (the path may hold neither ':' nor '@')",
+                  NULL, CMB_OPT_FILE, NULL),
     CMB_OPTION_END};
 
 static cmb_status cmb_create(const cmb_config *cfg, cmb_upstream *up, void **state)

@@ -131,7 +131,8 @@ typedef enum cmb_option_type {
 
 enum {
     CMB_OPT_MAX_OK = 1u << 0, /* SIZE: "max"/"unlimited" means no limit (UINT64_MAX) */
-    CMB_OPT_POW2 = 1u << 1    /* SIZE, INT: a power of two (0 allowed where min allows it) */
+    CMB_OPT_POW2 = 1u << 1,   /* SIZE, INT: a power of two (0 allowed where min allows it) */
+    CMB_OPT_FILE = 1u << 2    /* STRING: the path of a file that can be read */
 };
 
 typedef struct cmb_option_decl {

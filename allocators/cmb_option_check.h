@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "../common/cmb_size_parse.h"
 #include "../common/cmb_suggest.h"
@@ -191,6 +192,8 @@ static inline int cmb_optck_value(const char *allocator, const cmb_option_decl *
     case CMB_OPT_STRING:
         if ((bad = !*value))
             snprintf(why, sizeof why, "empty");
+        else if ((bad = (d->flags & CMB_OPT_FILE) && access(value, R_OK)))
+            snprintf(why, sizeof why, "%s", strerror(errno));
         break;
     }
     if (bad)

@@ -232,6 +232,17 @@ static void record_trace_unwritable(void **state)
                            "--record-trace: cannot write /proc/nope/x.trace");
 }
 
+/* cmb's layout naming a trace that cannot be read: refused before the
+ * cases run, not one failed case each. */
+static void layout_unreadable(void **state)
+{
+    (void)state;
+    refused_before_running(cmb_test_tmpdir(),
+                           "--mode sim --quiet --scenario churn --allocator cmb:layout=/proc/nope/run.trace "
+                           "--param n=10 --param max_size=1MiB --param checkerboard=false --param dist=uniform",
+                           "layout=/proc/nope/run.trace: No such file or directory");
+}
+
 /* A replay of a trace that holds no allocation (only its header line):
  * refused before anything runs, as cumembench tune refuses it. */
 static void replay_without_allocations(void **state)
@@ -312,7 +323,8 @@ int main(void)
         cmocka_unit_test(malformed_invocations),   cmocka_unit_test(unwritable_out),
         cmocka_unit_test(out_already_holds_results), cmocka_unit_test(help_list_version),
         cmocka_unit_test(no_gpu_falls_back_to_sim), cmocka_unit_test(out_with_control_characters),
-        cmocka_unit_test(record_trace_unwritable), cmocka_unit_test(replay_without_allocations),
+        cmocka_unit_test(record_trace_unwritable), cmocka_unit_test(layout_unreadable),
+        cmocka_unit_test(replay_without_allocations),
         cmocka_unit_test(record_trace_exists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
