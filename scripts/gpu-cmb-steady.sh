@@ -49,7 +49,9 @@
 #                     (torch-expandable@vmm, CMB_TRACE, its first run: the
 #                     profiling run, not timed) into OUT_DIR/e2e-rec/, then
 #                     runs it under cmb:layout=THAT_TRACE@vmm (docs/cmb.md,
-#                     "A layout planned from a recording").
+#                     "A layout planned from a recording"); "lib-expandable"
+#                     runs torch-expandable@vmm through the same library: what
+#                     the library's path costs apart from cmb's policy.
 #   OUT_DIR/log.txt   everything the runs printed
 # CMB_STEADY_PARTS (default "e2e" on a GPU, "replay" with --sim) picks the
 # parts: the replays over vmm ("replay") go in a separate call into the
@@ -96,8 +98,8 @@ case "$runs$budget$reps$first" in '' | *[!0-9]*) echo "$0: CMB_STEADY_RUNS, CMB_
 cmb_programs CMB_STEADY_PROGRAMS "transformer convnet llm_decode gpt moe unet" "transformer convnet llm_decode"
 modes=$(echo "${CMB_STEADY_MODES:-native-default native-expandable cmb}" | tr , ' ')
 for m in $modes; do
-    case $m in native-default | native-expandable | cmb | cmb-layout) ;;
-    *) echo "$0: CMB_STEADY_MODES: unknown mode $m (native-default, native-expandable, cmb, cmb-layout)" >&2; exit 2 ;;
+    case $m in native-default | native-expandable | lib-expandable | cmb | cmb-layout) ;;
+    *) echo "$0: CMB_STEADY_MODES: unknown mode $m (native-default, native-expandable, lib-expandable, cmb, cmb-layout)" >&2; exit 2 ;;
     esac
 done
 if [ $mode = gpu ]; then
@@ -179,6 +181,8 @@ if [ $mode = gpu ] && case " $parts " in *" e2e "*) true ;; *) false ;; esac; th
                     run --program $program --steps $steps --out "$base.json" >"$base.log" 2>&1 ;;
                 cmb) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run --program $program \
                     --steps $steps --policy cmb@vmm --lib "$lib" --out "$base.json" >"$base.log" 2>&1 ;;
+                lib-expandable) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run --program $program \
+                    --steps $steps --policy torch-expandable@vmm --lib "$lib" --out "$base.json" >"$base.log" 2>&1 ;;
                 cmb-layout) env -u PYTORCH_CUDA_ALLOC_CONF python3 scripts/e2e-steady.py run --program $program \
                     --steps $steps --policy "cmb:layout=$out/e2e-rec/$program.trace@vmm" --lib "$lib" \
                     --out "$base.json" >"$base.log" 2>&1 ;;

@@ -13,6 +13,10 @@
 # CMB_TM_ROUNDS rounds each (default 5); CMB_TM_WORKLOADS picks the programs
 # (default all three), CMB_TM_SETTINGS the settings (default all six; the
 # first lib-torch-caching run records the trace the replays price, so keep it).
+# lib-cmb-layout, not among the six, runs cmb:layout=THAT_TRACE@vmm through the
+# library: cmb following a layout planned from the recorded round (docs/cmb.md);
+# it needs the trace, so list it after lib-torch-caching and keep
+# CMB_TM_PROCS's first process odd (forward order).
 # Each step's host CPU time (the Python thread's) is kept beside its wall
 # time (cpu_rounds in each process's JSON). A run split over
 # several calls writes into one OUT_DIR each; `time_model.py table` over
@@ -31,6 +35,15 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 cmb_dirs "COSTS_JSON" "$@"
+settings=${CMB_TM_SETTINGS:-native lib-torch-caching native-expandable lib-cmb lib-rmm-pool lib-cuda}
+for s in $settings; do
+    case $s in native | native-expandable | lib-torch-caching | lib-cmb | lib-cmb-layout | lib-cuda | lib-rmm-pool) ;;
+    *) echo "$0: CMB_TM_SETTINGS: unknown setting $s (native native-expandable lib-torch-caching lib-cmb lib-cmb-layout lib-cuda lib-rmm-pool)" >&2; exit 2 ;;
+    esac
+done
+case " $settings " in *" lib-cmb-layout "*)
+    case "$out" in *[:@]*) echo "$0: lib-cmb-layout: OUT_DIR $out holds ':' or '@', which end a layout path in an allocator spec" >&2; exit 2 ;; esac ;;
+esac
 costs=${3:-}
 [ -r "$costs" ] || { echo "$0: no cost file '$costs' (scripts/gpu-calibrate.sh makes one)" >&2; exit 2; }
 costs=$(cd "$(dirname "$costs")" && pwd)/$(basename "$costs")
@@ -55,11 +68,16 @@ job() { # NAME WORKLOAD SETTING [--trace FILE]
         echo "skipped: budget of $budget s spent" >"$work/$name.log"
         return
     fi
+    if [ "$setting" = lib-cmb-layout ] && [ ! -s "$work/$wl.trace" ]; then
+        echo "skipped: no recorded trace $work/$wl.trace to lay out (lib-torch-caching records it first)" >"$work/$name.log"
+        rc=1
+        return
+    fi
     case $setting in
     native) set -- env -u PYTORCH_CUDA_ALLOC_CONF "$py" scripts/time_model.py run "$@" ;;
     native-expandable) set -- env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$py" scripts/time_model.py run "$@" ;;
     lib-*) set -- env -u PYTORCH_CUDA_ALLOC_CONF "$py" scripts/time_model.py run --lib "$lib" \
-        --policy "$(policy_of "$setting")" "$@" ;;
+        --policy "$(policy_of "$setting" "$wl")" "$@" ;;
     esac
     t0=$(date +%s)
     timeout 90 "$@" --workload "$wl" --rounds "$rounds" --out "$work/$name.json" >"$work/$name.log" 2>&1 || rc=1
@@ -70,12 +88,12 @@ policy_of() {
     case $1 in
     lib-torch-caching) echo torch-caching@cuda ;;
     lib-cmb) echo cmb@vmm ;;
+    lib-cmb-layout) echo "cmb:layout=$work/$2.trace@vmm" ;; # the recorded round's own layout
     lib-cuda) echo cuda@cuda ;;
     lib-rmm-pool) echo rmm-pool@cuda ;;
     esac
 }
 
-settings=${CMB_TM_SETTINGS:-native lib-torch-caching native-expandable lib-cmb lib-rmm-pool lib-cuda}
 reversed=
 for s in $settings; do reversed="$s $reversed"; done
 for p in $procs; do

@@ -43,6 +43,9 @@ SETTINGS = {
     "native-expandable": ("native:expandable_segments:True", "torch-expandable", "original"),
     "lib-torch-caching": ("torch-caching@cuda", "torch-caching", "bookkeeping"),
     "lib-cmb": ("cmb@vmm", "cmb", "bookkeeping"),
+    # cmb following a layout planned from the recorded round itself (docs/cmb.md, "A layout planned
+    # from a recording"); {trace} is the workload's recorded trace, the one the replays price
+    "lib-cmb-layout": ("cmb:layout={trace}@vmm", "cmb:layout={trace}", "bookkeeping"),
     "lib-cuda": ("cuda@cuda", "cuda", "bookkeeping"),
     "lib-rmm-pool": ("rmm-pool@cuda", "rmm-pool", "bookkeeping"),
 }
@@ -220,14 +223,15 @@ def table_rows(args):
         runs = {s: load_runs(args.work, wl, s) for s in set(asked) | {"native"}}
         base = runs["native"]
         steps = base.get("steps") or 1
-        preds = {s: predict(args.bin, trace, SETTINGS[s][1], SETTINGS[s][2], args.costs,
+        preds = {s: predict(args.bin, trace, SETTINGS[s][1].format(trace=trace), SETTINGS[s][2], args.costs,
                             os.path.join(args.work, "replay", f"{wl}-{s}"))
                  if os.path.exists(trace) else (None, None, "no trace recorded") for s in set(asked) | {"native"}}
         for s in asked:
             m, mb = mean_step(runs[s].get("rounds")), mean_step(base.get("rounds"))
             p, pb = preds[s][1], preds["native"][1]
             c, cb = preds[s][0], preds["native"][0]
-            row = {"workload": wl, "setting": s, "runs_as": SETTINGS[s][0], "predicted_by": SETTINGS[s][1],
+            row = {"workload": wl, "setting": s, "runs_as": SETTINGS[s][0].format(trace=f"{wl}.trace"),
+                   "predicted_by": SETTINGS[s][1].format(trace=f"{wl}.trace"),
                    "pricing": SETTINGS[s][2], "error": runs[s].get("error") or base.get("error"),
                    "measured_step_ms": m * 1e3 if m else None,
                    "measured_delta_ms": (m - mb) * 1e3 if m and mb else None,

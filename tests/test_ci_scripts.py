@@ -64,10 +64,30 @@ class GpuScripts(unittest.TestCase):
                               (dict(CMB_STEADY_FIRST_RUN="-1"), "must be numbers"),
                               (dict(CMB_STEADY_PARTS="bogus"), "expected replay and/or e2e"),
                               (dict(CMB_STEADY_PROGRAMS="transformer,bogus"), "unknown program 'bogus'"),
-                              (dict(CMB_STEADY_PROGRAMS=","), "CMB_STEADY_PROGRAMS names no program")):
+                              (dict(CMB_STEADY_PROGRAMS=","), "CMB_STEADY_PROGRAMS names no program"),
+                              (dict(CMB_STEADY_MODES="cmb,bogus"), "unknown mode bogus")):
                 p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-cmb-steady.sh"), fake,
                                     os.path.join(tmp, "out"), "--sim"], capture_output=True, text=True,
                                    env=dict(os.environ, **env), timeout=60)
+                self.assertEqual(p.returncode, 2, (env, p.stderr))
+                self.assertIn(says, p.stderr, env)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(fake, "ran")), "the binary ran on a bad setting")
+
+    def test_time_model_refuses_bad_settings(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "build")
+            os.mkdir(fake)
+            with open(os.path.join(fake, "cumembench"), "w") as f:
+                f.write("#!/bin/sh\necho ran >>\"$(dirname \"$0\")/ran\"\n")
+            os.chmod(os.path.join(fake, "cumembench"), 0o755)
+            for out, env, says in (("out", dict(CMB_TM_SETTINGS="native lib-bogus"), "unknown setting lib-bogus"),
+                                   ("o:ut", dict(CMB_TM_SETTINGS="lib-torch-caching lib-cmb-layout"),
+                                    "which end a layout path")):
+                p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-time-model.sh"), fake,
+                                    os.path.join(tmp, out), "/nonexistent/costs.json"], capture_output=True,
+                                   text=True, env=dict(os.environ, **env), timeout=60)
                 self.assertEqual(p.returncode, 2, (env, p.stderr))
                 self.assertIn(says, p.stderr, env)
                 self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
