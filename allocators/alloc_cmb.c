@@ -902,6 +902,17 @@ static void flush_all_bins(cmbx *a)
 
 /* --- arenas ---------------------------------------------------------------------- */
 
+/* Address space for size bytes at a page-aligned *base: a page larger than
+ * the upstream's granularity needs one page more to align in. */
+static cmb_status reserve_aligned(cmbx *a, uint64_t size, void **va, uint64_t *res_size, uintptr_t *base)
+{
+    *res_size = size + (a->page > a->up->granularity ? a->page : 0);
+    cmb_status st = cmb_up_va_reserve(a->up, *res_size, va);
+    if (st == CMB_OK)
+        *base = round_up((uintptr_t)*va, a->page);
+    return st;
+}
+
 static cmb_status add_arena(cmbx *a, int hp, uint64_t at_least)
 {
     heap *h = &a->heaps[hp];
@@ -926,11 +937,8 @@ static cmb_status add_arena(cmbx *a, int hp, uint64_t at_least)
         h->arenas = grown;
         h->cap_arenas = cap;
     }
-    /* a page larger than the upstream's granularity needs a page-aligned base */
-    ar->res_size = size + (a->page > a->up->granularity ? a->page : 0);
-    if ((s = cmb_up_va_reserve(a->up, ar->res_size, &ar->res_va)) != CMB_OK)
+    if ((s = reserve_aligned(a, size, &ar->res_va, &ar->res_size, &ar->base)) != CMB_OK)
         goto out_free;
-    ar->base = round_up((uintptr_t)ar->res_va, a->page);
     h->arenas[h->n_arenas++] = ar;
     a->ctr.arenas++;
     memset(b, 0, sizeof *b);
@@ -1564,13 +1572,11 @@ static cmb_status lay_open(cmbx *a, const char *path, char *err, size_t errlen)
         return CMB_ERR_INVALID;
     }
     a->lay_bytes = round_up(a->lay->top, a->page);
-    a->lay_va_size = a->lay_bytes + (a->page > a->up->granularity ? a->page : 0);
-    if ((st = cmb_up_va_reserve(a->up, a->lay_va_size, &a->lay_va)) != CMB_OK) {
+    if ((st = reserve_aligned(a, a->lay_bytes, &a->lay_va, &a->lay_va_size, &a->lay_base)) != CMB_OK) {
         snprintf(err, errlen, "cmb: layout: cannot reserve %llu B of address space",
                  (unsigned long long)a->lay_va_size);
         goto out_free;
     }
-    a->lay_base = round_up((uintptr_t)a->lay_va, a->page);
     cmb_rb_init(&a->lay_occ);
     return CMB_OK;
 
@@ -1584,15 +1590,15 @@ out_free:
  * cannot hold it even with the heaps' cache released, the layout is
  * dropped (lay_dropped) and every request takes cmb's own path: a device
  * too small for the plan still runs what fits without it. 1 when mapped. */
+static cmb_status lay_close(cmbx *a);
+
 static int lay_map(cmbx *a)
 {
     cmb_status st = cmb_up_map(a->up, (void *)a->lay_base, a->lay_bytes);
     if (st == CMB_ERR_OOM && release_all(a) == CMB_OK)
         st = cmb_up_map(a->up, (void *)a->lay_base, a->lay_bytes);
     if (st != CMB_OK) {
-        cmb_up_va_release(a->up, a->lay_va, a->lay_va_size);
-        cmb_layout_put(a->lay);
-        a->lay = NULL;
+        lay_close(a); /* nothing mapped, no block placed: the reservation and the layout go */
         a->ctr.lay_dropped++;
         return 0;
     }

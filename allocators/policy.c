@@ -281,6 +281,20 @@ static cmb_status open_upstream(const cmb_policy_place *pl, cmb_upstream **up, c
     return st;
 }
 
+/* The spec's options for create() at a place; create's reason goes to why. */
+static cmb_config spec_config(const cmb_alloc_spec *s, const cmb_policy_place *place, char *why, size_t whylen)
+{
+    cmb_config cfg = {
+        .options = s->options,
+        .n_options = s->n_options,
+        .device = place->device,
+        .sim = place->sim,
+        .error = why,
+        .error_len = whylen,
+    };
+    return cfg;
+}
+
 cmb_status cmb_policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods *m, const cmb_policy_place *place,
                            cmb_policy *out, char *err, size_t errlen)
 {
@@ -292,14 +306,7 @@ cmb_status cmb_policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods 
         return st;
     if (out->up && place->upstream_opened)
         place->upstream_opened(place->ctx, out->up);
-    cmb_config cfg = {
-        .options = s->options,
-        .n_options = s->n_options,
-        .device = place->device,
-        .sim = place->sim,
-        .error = why,
-        .error_len = sizeof why,
-    };
+    cmb_config cfg = spec_config(s, place, why, sizeof why);
     st = m->create(&cfg, out->up, &out->state);
     if (st != CMB_OK) {
         snprintf(err, errlen, "creating %s on device %d: %s", s->text, place->device, why[0] ? why : cmb_status_str(st));
@@ -333,4 +340,31 @@ void cmb_policy_close(cmb_policy *p, cmb_policy_end *end)
         snprintf(end->last_misuse, sizeof end->last_misuse, "%s", cmb_upstream_last_misuse(p->up));
     end->leaked = cmb_upstream_close(p->up); /* frees what the allocator kept */
     p->up = NULL;
+}
+
+/* --- a trial instance ---------------------------------------------------------------------- */
+
+int cmb_policy_try(const cmb_alloc_spec *s, const cmb_allocator_methods *m, char *err, size_t errlen)
+{
+    const cmb_policy_place place = {.upstream = CMB_UPSTREAM_SIM, .sim = 1};
+    cmb_upstream *up = NULL;
+    void *state = NULL;
+    char why[320] = "";
+    if (!s->entry || s->real || cmb_allocator_sim_skip_reason(m))
+        return 0; /* plug-ins are probed apart; what needs a GPU is judged in its cases */
+    if ((m->flags & CMB_ALLOC_USES_UPSTREAM) && open_upstream(&place, &up, why, sizeof why) != CMB_OK)
+        return 0; /* the host is short of memory: the cases will say so */
+    cmb_config cfg = spec_config(s, &place, why, sizeof why);
+    cmb_status st = m->create(&cfg, up, &state);
+    if (st == CMB_OK)
+        m->destroy(state);
+    if (up)
+        cmb_upstream_close(up);
+    if (st != CMB_ERR_INVALID)
+        return 0;
+    /* a long spec is cut so that create's reason, the point of the line, is never cut */
+    int cut = strlen(s->text) > 120;
+    snprintf(err, errlen, "allocator '%.*s%s': %s", cut ? 100 : 120, s->text, cut ? "..." : "",
+             why[0] ? why : cmb_status_str(st));
+    return -1;
 }

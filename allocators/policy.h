@@ -126,4 +126,13 @@ cmb_status cmb_policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods 
  * (may be NULL). Safe on a policy that failed to open or was closed. */
 void cmb_policy_close(cmb_policy *p, cmb_policy_end *end);
 
+/* Creates and destroys an instance of a built-in policy over a fresh sim
+ * upstream: what only create() can judge (a layout trace's contents,
+ * options that fit together only there) refused once, before any case
+ * runs, instead of failing every case. 0 when create() accepts the spec or
+ * the spec cannot be tried here (a plug-in, a real library, a policy that
+ * needs a GPU, a create that fails for want of memory); -1 with one line in
+ * err ("allocator 'SPEC': reason") when it refuses the options. */
+int cmb_policy_try(const cmb_alloc_spec *s, const cmb_allocator_methods *m, char *err, size_t errlen);
+
 #endif /* CMB_POLICY_H */

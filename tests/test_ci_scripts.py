@@ -37,6 +37,17 @@ class Scripts(unittest.TestCase):
             self.assertEqual(p.returncode, 0, "%s:\n%s" % (script, p.stdout))
 
 
+def fake_build(tmp):
+    """A build directory whose cumembench only notes that it ran: a script that
+    refuses its settings must not get that far."""
+    fake = os.path.join(tmp, "build")
+    os.mkdir(fake)
+    with open(os.path.join(fake, "cumembench"), "w") as f:
+        f.write("#!/bin/sh\necho ran >>\"$(dirname \"$0\")/ran\"\n")
+    os.chmod(os.path.join(fake, "cumembench"), 0o755)
+    return fake
+
+
 class GpuScripts(unittest.TestCase):
     """scripts/gpu-*.sh run on a GPU only, but they parse here, and their
     bad settings are refused before anything runs (exit 2, one line)."""
@@ -53,11 +64,7 @@ class GpuScripts(unittest.TestCase):
     def test_cmb_steady_refuses_bad_settings(self):
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
-            fake = os.path.join(tmp, "build")
-            os.mkdir(fake)
-            with open(os.path.join(fake, "cumembench"), "w") as f:
-                f.write("#!/bin/sh\necho ran >>\"$(dirname \"$0\")/ran\"\n")
-            os.chmod(os.path.join(fake, "cumembench"), 0o755)
+            fake = fake_build(tmp)
             for env, says in ((dict(CMB_STEADY_TRACES="no_such.trace"), "no traces/samples/no_such.trace"),
                               (dict(CMB_STEADY_REPS="0"), "CMB_STEADY_REPS must be at least 1"),
                               (dict(CMB_STEADY_REPS="x"), "must be numbers"),
@@ -77,11 +84,7 @@ class GpuScripts(unittest.TestCase):
     def test_time_model_refuses_bad_settings(self):
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
-            fake = os.path.join(tmp, "build")
-            os.mkdir(fake)
-            with open(os.path.join(fake, "cumembench"), "w") as f:
-                f.write("#!/bin/sh\necho ran >>\"$(dirname \"$0\")/ran\"\n")
-            os.chmod(os.path.join(fake, "cumembench"), 0o755)
+            fake = fake_build(tmp)
             for out, env, says in (("out", dict(CMB_TM_SETTINGS="native lib-bogus"), "unknown setting lib-bogus"),
                                    ("o:ut", dict(CMB_TM_SETTINGS="lib-torch-caching lib-cmb-layout"),
                                     "which end a layout path")):

@@ -154,6 +154,7 @@ static void malformed_invocations(void **state)
     (void)state;
     char args[1024], out[8192];
     assert_true(sizeof bad / sizeof bad[0] >= 30);
+    print_message("%zu malformed command lines\n", sizeof bad / sizeof bad[0]); /* docs/reliability.md's figure */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *dir = cmb_test_tmpdir();
         char outdir[512];
@@ -243,6 +244,21 @@ static void layout_unreadable(void **state)
                            "layout=/proc/nope/run.trace: No such file or directory");
 }
 
+/* cmb's layout naming a file that is readable but no trace: what only
+ * create() finds (allocators/policy.h, cmb_policy_try) is refused before the
+ * cases run too, as one line naming the file and line. */
+static void layout_malformed(void **state)
+{
+    (void)state;
+    char cmd[1024], args[1024], out[8192];
+    const char *dir = cmb_test_tmpdir();
+    snprintf(cmd, sizeof cmd, "printf 'no trace here\\n' >%s/bad.trace", dir);
+    assert_int_equal(cmb_test_sh(cmd, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--mode sim --quiet --scenario churn --allocator cmb:layout=%s/bad.trace "
+             "--param n=10 --param max_size=1MiB --param checkerboard=false --param dist=uniform", dir);
+    refused_before_running(dir, args, "bad.trace:1: not a trace");
+}
+
 /* A replay of a trace that holds no allocation (only its header line):
  * refused before anything runs, as cumembench tune refuses it. */
 static void replay_without_allocations(void **state)
@@ -324,6 +340,7 @@ int main(void)
         cmocka_unit_test(out_already_holds_results), cmocka_unit_test(help_list_version),
         cmocka_unit_test(no_gpu_falls_back_to_sim), cmocka_unit_test(out_with_control_characters),
         cmocka_unit_test(record_trace_unwritable), cmocka_unit_test(layout_unreadable),
+        cmocka_unit_test(layout_malformed),
         cmocka_unit_test(replay_without_allocations),
         cmocka_unit_test(record_trace_exists),
     };

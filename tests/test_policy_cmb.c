@@ -19,6 +19,7 @@
 #include "support/cmb_counters.h"
 #include "support/conformance.h"
 #include "support/run.h"
+#include "support/trace_file.h"
 #include "traces/trace.h"
 
 #define KiB ((size_t)1 << 10)
@@ -832,30 +833,6 @@ static void keep_waits_for_a_steady_need(void **state)
 
 /* --- a layout planned from a recording (option layout) ----------------------------------- */
 
-/* Writes a trace of the events given ("a ID SIZE STREAM" or "f ID STREAM",
- * one per string) to a temporary file; returns its path in buf. */
-static const char *write_trace(char *buf, size_t len, const char *const *ev, size_t n)
-{
-    snprintf(buf, len, "%s/cmb-layout-test-%d-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)n);
-    int fd = mkstemp(buf);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    assert_non_null(f);
-    fprintf(f, "# cumembench-trace 1\n");
-    for (size_t i = 0; i < n; i++) {
-        unsigned long long id, size;
-        int stream;
-        if (sscanf(ev[i], "a %llu %llu %d", &id, &size, &stream) == 3)
-            fprintf(f, "a %llu %llu %d -\n", id, size, stream);
-        else if (sscanf(ev[i], "f %llu %d", &id, &stream) == 2)
-            fprintf(f, "f %llu - %d -\n", id, stream);
-        else
-            fail_msg("bad event '%s'", ev[i]);
-    }
-    assert_int_equal(fclose(f), 0);
-    return buf;
-}
-
 static fx open_layout(const char *path, const char *more, uint64_t capacity)
 {
     char opts[640];
@@ -893,7 +870,7 @@ static void layout_follows_a_different_run(void **state)
     static const char *const ev[] = {"a 1 1048576 0", "a 2 2097152 0", "a 3 3145728 0", "a 4 4194304 0",
                                      "f 1 0",         "f 2 0",         "f 3 0",         "f 4 0"};
     char path[512];
-    fx f = open_layout(write_trace(path, sizeof path, ev, 8), NULL, 0);
+    fx f = open_layout(cmb_test_trace_of(path, sizeof path, ev, 8), NULL, 0);
     void *a = get(&f, 1 * MiB, S1);
     void *x = get(&f, 5 * MiB, S1); /* not in the recording */
     void *b = get(&f, 2 * MiB, S1);
@@ -927,7 +904,7 @@ static void layout_keeps_stream_order(void **state)
     (void)state;
     static const char *const ev[] = {"a 1 8388608 0", "f 1 0", "a 2 8388608 1", "f 2 1"};
     char path[512];
-    write_trace(path, sizeof path, ev, 4);
+    cmb_test_trace_of(path, sizeof path, ev, 4);
     char opts[600];
     snprintf(opts, sizeof opts, "layout=%s", path);
     fx f = open_gated(opts, 0);
@@ -955,7 +932,7 @@ static void layout_too_large_is_dropped(void **state)
     (void)state;
     static const char *const ev[] = {"a 1 41943040 0", "a 2 41943040 0", "f 1 0", "f 2 0"};
     char path[512];
-    fx f = open_layout(write_trace(path, sizeof path, ev, 4), NULL, 64 * MiB);
+    fx f = open_layout(cmb_test_trace_of(path, sizeof path, ev, 4), NULL, 64 * MiB);
     void *a = get(&f, 40 * MiB, S1);
     cmb_cmb_counters c = counters(&f);
     assert_int_equal(c.lay_dropped, 1);
@@ -976,12 +953,12 @@ static void layout_bad_trace_is_refused(void **state)
     err[0] = '\0';
     assert_int_equal(try_create("layout", "/nonexistent/run.trace", err, sizeof err), CMB_ERR_INVALID);
     assert_non_null(strstr(err, "/nonexistent/run.trace"));
-    write_trace(path, sizeof path, ev, 0);
+    cmb_test_trace_of(path, sizeof path, ev, 0);
     err[0] = '\0';
     assert_int_equal(try_create("layout", path, err, sizeof err), CMB_ERR_INVALID);
     assert_non_null(strstr(err, "no allocation"));
     unlink(path);
-    write_trace(path, sizeof path, ev, 2);
+    cmb_test_trace_of(path, sizeof path, ev, 2);
     assert_int_equal(try_create("layout", path, err, sizeof err), CMB_OK);
     unlink(path);
 }
@@ -993,30 +970,26 @@ static void layout_conformance(void **state)
 {
     (void)state;
     enum { N = 4000 };
-    static char buf[2 * N][40];
-    const char *ev[2 * N];
-    size_t n = 0;
     unsigned long long live[64];
     int n_live = 0;
     uint64_t x = 12345;
-    for (unsigned long long id = 1; n < 2 * N - 64;) {
+    cmb_test_trace t;
+    cmb_test_trace_open(&t);
+    for (unsigned long long id = 1, n = 0; n < 2 * N - 64; n++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         if (n_live < 64 && (x >> 60) < 9) {
-            snprintf(buf[n], sizeof buf[n], "a %llu %llu %d", id, (unsigned long long)((x >> 20) % 4096) + 1,
-                     (int)((x >> 40) % 3));
+            cmb_test_trace_alloc(&t, id, (x >> 20) % 4096 + 1, (int)((x >> 40) % 3));
             live[n_live++] = id++;
         } else if (n_live) {
             int k = (int)((x >> 30) % (uint64_t)n_live);
-            snprintf(buf[n], sizeof buf[n], "f %llu 0", live[k]);
+            cmb_test_trace_free(&t, live[k], 0);
             live[k] = live[--n_live];
         } else {
-            continue;
+            n--; /* nothing live to free: draw again */
         }
-        ev[n] = buf[n];
-        n++;
     }
     char path[512], opts[600];
-    write_trace(path, sizeof path, ev, n);
+    snprintf(path, sizeof path, "%s", cmb_test_trace_close(&t));
     snprintf(opts, sizeof opts, "layout=%s", path);
     cmb_conformance c = {.allocator = "cmb", .options = opts, .ops = 100000, .max_size = 4096, .streams = 3,
                          .seed = 52};

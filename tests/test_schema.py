@@ -6,9 +6,9 @@ hold what the contract says, tools/results-table.py keeps two
 configurations apart whose options hold '/', and a case name too long for
 its buffer is refused before anything is written."""
 import os
+import shutil
 import subprocess
 import sys
-import shutil
 import tempfile
 import unittest
 
@@ -93,8 +93,12 @@ class Schema(unittest.TestCase):
 
     def test_a_name_too_long_is_refused(self):
         out = os.path.join(self.tmp, "long")
-        # a text option: its value is checked at create, so the name is what is refused
-        p = run(out, "torch-caching:roundup_power2_divisions=" + "1" * 450)
+        # a file option whose value is good (a layout trace deep in directories): only the name is wrong
+        deep = os.path.join(self.tmp, *(["d" * 60] * 7))
+        os.makedirs(deep)
+        trace = os.path.join(deep, "run.trace")
+        shutil.copy(os.path.join(SRC, "traces", "samples", "churn_small.trace"), trace)
+        p = run(out, "cmb:layout=" + trace)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("case name of", p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
