@@ -408,7 +408,8 @@ int cmb_plan_build(const cmb_cli *cli, const cmb_plan_setting *set, cmb_plan *p,
         check_overrides(cli, scn, n_scn, err, errlen) || check_snapshot_traces(cli, err, errlen))
         goto out;
     for (size_t a = 0; a < n_alloc; a++)
-        if (!(methods[a] = cmb_policy_methods(&allocs[a], err, errlen)) || cmb_policy_try(&allocs[a], methods[a], err, errlen))
+        if (!(methods[a] = cmb_policy_methods(&allocs[a], err, errlen)) ||
+            cmb_policy_try(&allocs[a], methods[a], err, errlen))
             goto out;
     for (size_t s = 0; s < n_scn; s++)
         if (plan_scenario(p, cli, set, scn[s], allocs, methods, n_alloc, err, errlen))
