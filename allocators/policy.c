@@ -295,10 +295,12 @@ static cmb_config spec_config(const cmb_alloc_spec *s, const cmb_policy_place *p
     return cfg;
 }
 
-cmb_status cmb_policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods *m, const cmb_policy_place *place,
-                           cmb_policy *out, char *err, size_t errlen)
+/* cmb_policy_open, with create's own reason also in why (empty where
+ * create was not reached). */
+static cmb_status policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods *m, const cmb_policy_place *place,
+                              cmb_policy *out, char *err, size_t errlen, char *why, size_t whylen)
 {
-    char why[320] = "";
+    why[0] = '\0';
     memset(out, 0, sizeof *out);
     out->m = m;
     cmb_status st = CMB_OK;
@@ -306,10 +308,12 @@ cmb_status cmb_policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods 
         return st;
     if (out->up && place->upstream_opened)
         place->upstream_opened(place->ctx, out->up);
-    cmb_config cfg = spec_config(s, place, why, sizeof why);
+    cmb_config cfg = spec_config(s, place, why, whylen);
     st = m->create(&cfg, out->up, &out->state);
     if (st != CMB_OK) {
-        snprintf(err, errlen, "creating %s on device %d: %s", s->text, place->device, why[0] ? why : cmb_status_str(st));
+        if (!why[0])
+            snprintf(why, whylen, "%s", cmb_status_str(st));
+        snprintf(err, errlen, "creating %s on device %d: %s", s->text, place->device, why);
         out->state = NULL;
         goto out_close_upstream;
     }
@@ -320,6 +324,13 @@ out_close_upstream:
         cmb_upstream_close(out->up);
     out->up = NULL;
     return st;
+}
+
+cmb_status cmb_policy_open(const cmb_alloc_spec *s, const cmb_allocator_methods *m, const cmb_policy_place *place,
+                           cmb_policy *out, char *err, size_t errlen)
+{
+    char why[320];
+    return policy_open(s, m, place, out, err, errlen, why, sizeof why);
 }
 
 void cmb_policy_close(cmb_policy *p, cmb_policy_end *end)
@@ -347,24 +358,17 @@ void cmb_policy_close(cmb_policy *p, cmb_policy_end *end)
 int cmb_policy_try(const cmb_alloc_spec *s, const cmb_allocator_methods *m, char *err, size_t errlen)
 {
     const cmb_policy_place place = {.upstream = CMB_UPSTREAM_SIM, .sim = 1};
-    cmb_upstream *up = NULL;
-    void *state = NULL;
-    char why[320] = "";
+    cmb_policy p;
+    char why[320], open_err[512];
     if (!s->entry || s->real || cmb_allocator_sim_skip_reason(m))
         return 0; /* plug-ins are probed apart; what needs a GPU is judged in its cases */
-    if ((m->flags & CMB_ALLOC_USES_UPSTREAM) && open_upstream(&place, &up, why, sizeof why) != CMB_OK)
-        return 0; /* the host is short of memory: the cases will say so */
-    cmb_config cfg = spec_config(s, &place, why, sizeof why);
-    cmb_status st = m->create(&cfg, up, &state);
+    cmb_status st = policy_open(s, m, &place, &p, open_err, sizeof open_err, why, sizeof why);
     if (st == CMB_OK)
-        m->destroy(state);
-    if (up)
-        cmb_upstream_close(up);
-    if (st != CMB_ERR_INVALID)
-        return 0;
+        cmb_policy_close(&p, NULL);
+    if (st != CMB_ERR_INVALID || !why[0])
+        return 0; /* accepted, or short of host memory: the cases will say so */
     /* a long spec is cut so that create's reason, the point of the line, is never cut */
     int cut = strlen(s->text) > 120;
-    snprintf(err, errlen, "allocator '%.*s%s': %s", cut ? 100 : 120, s->text, cut ? "..." : "",
-             why[0] ? why : cmb_status_str(st));
+    snprintf(err, errlen, "allocator '%.*s%s': %s", cut ? 100 : 120, s->text, cut ? "..." : "", why);
     return -1;
 }
