@@ -14,7 +14,13 @@
 # as committed in 250c6c0 (the lib-expandable mode: torch-expandable@vmm through the library):
 #   bash COMMAND.sh call3 llm_decode 1 250 "native-default native-expandable cmb-layout"   -> call3/
 #   bash COMMAND.sh call4 gpt 1 150 "native-expandable lib-expandable cmb-layout" 4        -> call4/
-# (made as one call writing /tmp/steady-s20/{decode,gpt}). gpt-10-runs.md: scripts/e2e-steady.py
+# (made as one call writing /tmp/steady-s20/{decode,gpt}); and a fifth, with the build of main at
+# c214b5b (the layout's code as at 9aaabd6 but for e1a0673's one aligned reservation), on another
+# H200 host (same driver, CUDA and PyTorch):
+#   bash COMMAND.sh call5 llm_decode 4 470 "native-expandable cmb-layout" 9  -> call5/ (runs 4-11;
+#                                                          run 12 of both modes past the budget)
+# decode-11-runs.md: scripts/e2e-steady.py table over the JSON files of calls 3 and 5 together.
+# gpt-10-runs.md: scripts/e2e-steady.py
 # table over gpt's JSON files of calls 1, 2 and 4, call4's runs 1-4 renamed 7-10.
 # Each program is first run once through the library under torch-expandable@vmm with CMB_TRACE (the
 # profiling run, call*/run/e2e-rec/, traces gzipped here), then natively (default, expandable
