@@ -153,7 +153,8 @@ static int split_options(const char *name, const char *optstr, char *buf, size_t
     for (char *kv = strtok_r(buf, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
         char *eq = strchr(kv, '=');
         if (!eq || eq == kv || !eq[1] || *n == CMB_OPTIONS_MAX) {
-            snprintf(err, errlen, "allocator '%s': option '%s' is not key=value%s", name, kv,
+            snprintf(err, errlen, "allocator '%s': option '%s' %s%s", name, kv,
+                     eq && eq != kv && !eq[1] ? "has no value" : "is not key=value",
                      *n == CMB_OPTIONS_MAX ? " (too many options)" : "");
             return -1;
         }

@@ -18,7 +18,7 @@ static int add_options(cmb_alloc_spec *s, const char *list, size_t *used, char *
     for (char *kv = strtok_r(tmp, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
         char *eq = strchr(kv, '=');
         if (!eq || eq == kv || !eq[1]) {
-            snprintf(err, errlen, "allocator option '%s' is not key=value", kv);
+            snprintf(err, errlen, "allocator option '%s' %s", kv, eq && eq != kv ? "has no value" : "is not key=value");
             return -1;
         }
         if (s->n_options == CMB_MAX_ALLOC_OPTIONS) {

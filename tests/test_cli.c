@@ -39,6 +39,7 @@ static const bad_case bad[] = {
     {"--allocator cuda@gpu", "unknown upstream 'gpu'"},
     {"--allocator cuda:", "empty option list"},
     {"--allocator cuda:noequals", "is not key=value"},
+    {"--allocator cmb:layout= --scenario churn", "option 'layout=' has no value"},
     {"--allocator external:", "needs a path"},
     {"--allocator external:/nonexistent/lib.so", "cannot load external allocator"},
     {"--preset medium", "expects quick or full"},
