@@ -13,7 +13,7 @@
 #                  taken again: the range is a best-fit arena
 # Each program replayed under the layout of its other recorded run, as results/sim/cmb-layout
 # does (the committed behaviour's rows are there: replay.md), passes 1 and 100 with the smallest
-# device found; gaps and nearest on moe at 100 passes without it (hours of gap walks otherwise).
+# device found; gaps and nearest on moe at 100 passes without it (the gap walks made that search too slow to wait for).
 # From the repository root; makes table.md and counters.txt.
 set -eu
 D=results/sim/cmb-layout-gaps
